@@ -1,0 +1,2 @@
+//! The `rxu` command-line tool.
+fn main() {}

@@ -1,0 +1,1 @@
+//! `rxu decode`: print RoCEv2 packets from pcap/pcapng captures.

@@ -1,0 +1,7 @@
+//! rxu soft NIC: the device applications open.
+//!
+//! For now it holds the `rxu` command-line tool's pieces; the daemon, the
+//! verbs object model and the shared-memory data path come with the soft
+//! NIC issue.
+
+pub mod decode;

@@ -1,0 +1,16 @@
+//! rxu transport: everything about RoCEv2 packets and the IB transport
+//! protocol, nothing about libibverbs or shared memory.
+//!
+//! - [`wire`]: typed views over packet bytes (parse/emit), opcode table, ICRC.
+//! - [`psn`]: 24-bit packet sequence number arithmetic.
+//! - [`qp`]: sans-IO queue pair state machines (requester, responder,
+//!   completer) for RC, UC and UD.
+//! - [`engine`]: the UDP engine that owns sockets and timers and drives QPs,
+//!   plus a seeded fault injector for tests.
+
+pub mod engine;
+pub mod psn;
+pub mod qp;
+pub mod wire;
+
+pub use psn::Psn;

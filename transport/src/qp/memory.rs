@@ -1,0 +1,234 @@
+//! Memory access through a trait, so the state machines never touch
+//! memory themselves: tests use plain buffers ([`BufferMemory`]), the
+//! daemon uses registered client memory.
+
+use super::types::access;
+use std::collections::HashMap;
+
+/// Why a memory access was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MemError {
+    #[error("no such key")]
+    InvalidKey,
+    #[error("key belongs to another protection domain")]
+    WrongPd,
+    #[error("access outside the registered region")]
+    OutOfBounds,
+    #[error("access flags do not permit this operation")]
+    AccessDenied,
+    #[error("atomic address not 8-byte aligned")]
+    Misaligned,
+    #[error("registered memory is no longer mapped")]
+    Unmapped,
+}
+
+/// An atomic operation on 8 bytes of remote memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtomicOp {
+    CmpSwap {
+        compare: u64,
+        swap: u64,
+    },
+    FetchAdd {
+        add: u64,
+    },
+    /// ATOMIC WRITE: store the value, return the old one.
+    Write {
+        value: u64,
+    },
+}
+
+/// Memory as the transport sees it. Local accesses go through lkeys,
+/// remote ones through rkeys; every call checks key, PD, bounds and access
+/// flags before a byte moves.
+pub trait Memory {
+    /// Copies `dst.len()` bytes from local address `addr` under `lkey`.
+    fn read_local(&mut self, pd: u32, lkey: u32, addr: u64, dst: &mut [u8])
+        -> Result<(), MemError>;
+    /// Copies `src` to local address `addr` under `lkey` (needs LOCAL_WRITE).
+    fn write_local(&mut self, pd: u32, lkey: u32, addr: u64, src: &[u8]) -> Result<(), MemError>;
+    /// Checks that `len` bytes at `va` under `rkey` may be accessed with
+    /// `need` (bits of [`access`]) by a QP of `pd`.
+    fn check_remote(
+        &mut self,
+        pd: u32,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        need: u32,
+    ) -> Result<(), MemError>;
+    /// Remote read (needs REMOTE_READ).
+    fn read_remote(&mut self, pd: u32, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), MemError>;
+    /// Remote write (needs REMOTE_WRITE).
+    fn write_remote(&mut self, pd: u32, rkey: u32, va: u64, src: &[u8]) -> Result<(), MemError>;
+    /// Remote atomic on the 8 bytes at `va` (needs REMOTE_ATOMIC, or
+    /// REMOTE_WRITE for [`AtomicOp::Write`]); returns the original value.
+    fn atomic_remote(&mut self, pd: u32, rkey: u32, va: u64, op: AtomicOp)
+        -> Result<u64, MemError>;
+    /// Invalidates `rkey` (SEND with invalidate).
+    fn invalidate_remote(&mut self, pd: u32, rkey: u32) -> Result<(), MemError>;
+}
+
+/// A registered region backed by a `Vec<u8>`, for tests and benches.
+#[derive(Clone, Debug)]
+pub struct Region {
+    pub pd: u32,
+    pub addr: u64,
+    pub data: Vec<u8>,
+    pub access: u32,
+    pub valid: bool,
+}
+
+/// [`Memory`] over plain buffers: regions keyed by key (lkey == rkey).
+#[derive(Clone, Debug, Default)]
+pub struct BufferMemory {
+    regions: HashMap<u32, Region>,
+    next_key: u32,
+}
+
+impl BufferMemory {
+    pub fn new() -> Self {
+        BufferMemory {
+            regions: HashMap::new(),
+            next_key: 0x1000,
+        }
+    }
+
+    /// Registers `data` at virtual address `addr`; returns its key.
+    pub fn register(&mut self, pd: u32, addr: u64, data: Vec<u8>, access: u32) -> u32 {
+        // Keys are spread out so that tests catch a key confused with another.
+        self.next_key = self.next_key.wrapping_add(0x0101_0107);
+        let key = self.next_key;
+        self.regions.insert(
+            key,
+            Region {
+                pd,
+                addr,
+                data,
+                access,
+                valid: true,
+            },
+        );
+        key
+    }
+
+    /// Removes a region (like dereg_mr).
+    pub fn deregister(&mut self, key: u32) -> Option<Region> {
+        self.regions.remove(&key)
+    }
+
+    pub fn region(&self, key: u32) -> Option<&Region> {
+        self.regions.get(&key)
+    }
+
+    pub fn region_mut(&mut self, key: u32) -> Option<&mut Region> {
+        self.regions.get_mut(&key)
+    }
+
+    fn find(
+        &mut self,
+        pd: u32,
+        key: u32,
+        addr: u64,
+        len: u64,
+        need: u32,
+    ) -> Result<(&mut Region, usize), MemError> {
+        let r = self.regions.get_mut(&key).ok_or(MemError::InvalidKey)?;
+        if !r.valid {
+            return Err(MemError::InvalidKey);
+        }
+        if r.pd != pd {
+            return Err(MemError::WrongPd);
+        }
+        if r.access & need != need {
+            return Err(MemError::AccessDenied);
+        }
+        let off = addr.checked_sub(r.addr).ok_or(MemError::OutOfBounds)?;
+        let end = off.checked_add(len).ok_or(MemError::OutOfBounds)?;
+        if end > r.data.len() as u64 {
+            return Err(MemError::OutOfBounds);
+        }
+        Ok((r, off as usize))
+    }
+}
+
+impl Memory for BufferMemory {
+    fn read_local(
+        &mut self,
+        pd: u32,
+        lkey: u32,
+        addr: u64,
+        dst: &mut [u8],
+    ) -> Result<(), MemError> {
+        let (r, off) = self.find(pd, lkey, addr, dst.len() as u64, 0)?;
+        dst.copy_from_slice(&r.data[off..off + dst.len()]);
+        Ok(())
+    }
+    fn write_local(&mut self, pd: u32, lkey: u32, addr: u64, src: &[u8]) -> Result<(), MemError> {
+        let (r, off) = self.find(pd, lkey, addr, src.len() as u64, access::LOCAL_WRITE)?;
+        r.data[off..off + src.len()].copy_from_slice(src);
+        Ok(())
+    }
+    fn check_remote(
+        &mut self,
+        pd: u32,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        need: u32,
+    ) -> Result<(), MemError> {
+        self.find(pd, rkey, va, len, need).map(|_| ())
+    }
+    fn read_remote(&mut self, pd: u32, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), MemError> {
+        let (r, off) = self.find(pd, rkey, va, dst.len() as u64, access::REMOTE_READ)?;
+        dst.copy_from_slice(&r.data[off..off + dst.len()]);
+        Ok(())
+    }
+    fn write_remote(&mut self, pd: u32, rkey: u32, va: u64, src: &[u8]) -> Result<(), MemError> {
+        let (r, off) = self.find(pd, rkey, va, src.len() as u64, access::REMOTE_WRITE)?;
+        r.data[off..off + src.len()].copy_from_slice(src);
+        Ok(())
+    }
+    fn atomic_remote(
+        &mut self,
+        pd: u32,
+        rkey: u32,
+        va: u64,
+        op: AtomicOp,
+    ) -> Result<u64, MemError> {
+        if !va.is_multiple_of(8) {
+            return Err(MemError::Misaligned);
+        }
+        let need = match op {
+            AtomicOp::Write { .. } => access::REMOTE_WRITE,
+            _ => access::REMOTE_ATOMIC,
+        };
+        let (r, off) = self.find(pd, rkey, va, 8, need)?;
+        let cell = &mut r.data[off..off + 8];
+        let mut b = [0u8; 8];
+        b.copy_from_slice(cell);
+        // Atomics operate on host-order 64-bit words, as the NIC does on x86.
+        let old = u64::from_ne_bytes(b);
+        let new = match op {
+            AtomicOp::CmpSwap { compare, swap } => {
+                if old == compare {
+                    swap
+                } else {
+                    old
+                }
+            }
+            AtomicOp::FetchAdd { add } => old.wrapping_add(add),
+            AtomicOp::Write { value } => value,
+        };
+        cell.copy_from_slice(&new.to_ne_bytes());
+        Ok(old)
+    }
+    fn invalidate_remote(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
+        let r = self.regions.get_mut(&rkey).ok_or(MemError::InvalidKey)?;
+        if r.pd != pd {
+            return Err(MemError::WrongPd);
+        }
+        r.valid = false;
+        Ok(())
+    }
+}

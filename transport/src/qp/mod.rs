@@ -1,0 +1,15 @@
+//! Queue pairs as sans-IO state machines, split as the kernel's rxe splits
+//! them: the requester turns send WQEs into request packets, the responder
+//! executes incoming requests and produces ACKs / READ responses, the
+//! completer matches responses to WQEs and produces send completions.
+//!
+//! Inputs: [`Qp::post_send`], [`Qp::post_recv`], [`Qp::handle_packet`],
+//! [`Qp::handle_timeout`]. Outputs: [`Qp::poll_transmit`] (packet bytes,
+//! BTH..pad with room for the ICRC), [`Qp::poll_completion`],
+//! [`Qp::poll_timeout`]. Memory is reached only through [`Memory`].
+
+pub mod memory;
+pub mod types;
+
+pub use memory::{AtomicOp, BufferMemory, MemError, Memory};
+pub use types::*;
