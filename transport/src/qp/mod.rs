@@ -13,3 +13,5 @@ pub mod types;
 
 pub use memory::{AtomicOp, BufferMemory, MemError, Memory};
 pub use types::*;
+pub mod queue_pair;
+pub use queue_pair::*;
