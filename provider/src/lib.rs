@@ -5,3 +5,5 @@
 //! NIC issue.
 
 pub mod decode;
+pub mod devnode;
+pub mod ring;

@@ -1,0 +1,1 @@
+//! Shared-memory single-producer/single-consumer rings (SQ, RQ, SRQ, CQ).
