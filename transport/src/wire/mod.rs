@@ -15,6 +15,8 @@ pub mod icrc;
 pub mod ip;
 pub mod opcode;
 pub mod packet;
+#[cfg(test)]
+mod tests;
 
 pub use bth::Bth;
 pub use ext::{Aeth, AethKind, AtomicAckEth, AtomicEth, Deth, Feth, NakCode, Reth};

@@ -1,0 +1,4 @@
+//! Property tests of the wire codec and the ICRC (unit tests of single
+//! pieces live next to them; real captures are in transport/tests/vectors.rs).
+
+mod props;
