@@ -15,3 +15,22 @@ pub use memory::{AtomicOp, BufferMemory, MemError, Memory};
 pub use types::*;
 pub mod queue_pair;
 pub use queue_pair::*;
+
+mod completer;
+pub mod grh;
+mod requester;
+mod resources;
+mod resp_out;
+mod resp_ud;
+mod responder;
+mod send_queue;
+mod sgl;
+pub mod sport;
+pub mod timers;
+mod tuning;
+
+pub use send_queue::MAX_MSG_SIZE;
+pub use tuning::QpTuning;
+
+#[cfg(test)]
+mod tests;

@@ -1,15 +1,34 @@
 //! The queue pair: public face of the requester, responder and completer.
 //!
-//! CONTRACT (shared with the engine and, later, the provider). Bodies are
-//! filled in by the QP state-machine work; signatures change only by
-//! agreement.
+//! CONTRACT (shared with the engine and, later, the provider): the
+//! signatures below change only by agreement.
+//!
+//! This file is the glue: QP state, attributes, posting, flushing and the
+//! dispatch of packets and timers to the requester (`requester.rs`), the
+//! completer (`completer.rs`) and the responder (`responder.rs`,
+//! `resp_ud.rs`, `resp_out.rs`).
+//!
+//! Verbs conventions chosen here:
+//! - posting in ERR succeeds and the WQE completes at once with
+//!   WR_FLUSH_ERR (as rxe and mlx5 do); posting in RESET is an error;
+//!   posting in INIT/RTR queues the WQE until RTS;
+//! - modify(state = ERR) flushes every outstanding WQE; modify(state =
+//!   RESET) forgets all WQEs (completions already produced stay queued);
+//!   ERR can only be left for RESET;
+//! - retry_cnt 7 means 7 retries (rnr_retry 7 means infinite).
 
 use super::memory::Memory;
+use super::responder::Responder;
+use super::send_queue::{self, SendQueue, SqEntry};
+use super::timers;
+use super::tuning::QpTuning;
 use super::types::*;
-use crate::wire::Packet;
+use crate::wire::opcode::flags;
+use crate::wire::{Packet, Service, MAX_PACKET};
 use crate::Psn;
-use std::net::IpAddr;
-use std::time::Instant;
+use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
 
 /// Fixed at creation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,16 +148,103 @@ pub struct QpCounters {
     pub retransmitted_pkts: u64,
     pub local_ack_timeout_err: u64,
     pub dropped_pkts: u64,
+    /// UD packets dropped for a Q_Key mismatch (rxe's qkey_viol_cntr).
+    pub qkey_violations: u64,
+}
+
+/// Attributes in force (defaults as rxe's for a fresh QP).
+#[derive(Clone, Debug)]
+pub(crate) struct Params {
+    pub path_mtu: Mtu,
+    pub dest_qpn: u32,
+    pub dest_addr: Option<IpAddr>,
+    pub flow_label: u32,
+    pub qkey: u32,
+    pub access: u32,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub min_rnr_timer: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    /// UDP source port of this connection.
+    pub sport: u16,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            path_mtu: Mtu::M256,
+            dest_qpn: 0,
+            dest_addr: None,
+            flow_label: 0,
+            qkey: 0,
+            access: 0,
+            timeout: 0,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 0,
+            max_rd_atomic: 1,
+            max_dest_rd_atomic: 1,
+            sport: 0xC000,
+        }
+    }
+}
+
+impl Params {
+    pub(crate) fn pmtu(&self) -> usize {
+        self.path_mtu.bytes()
+    }
+    pub(crate) fn ack_timeout(&self) -> Option<Duration> {
+        timers::ack_timeout(self.timeout)
+    }
+    pub(crate) fn dst(&self) -> IpAddr {
+        self.dest_addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+    }
 }
 
 /// A queue pair.
 pub struct Qp {
-    cfg: QpConfig,
+    pub(crate) cfg: QpConfig,
+    pub(crate) state: QpState,
+    pub(crate) p: Params,
+    pub(crate) tuning: QpTuning,
+    pub(crate) sq: SendQueue,
+    pub(crate) rq: VecDeque<RecvWqe>,
+    pub(crate) resp: Responder,
+    pub(crate) cq: VecDeque<Completion>,
+    pub(crate) events: VecDeque<QpEvent>,
+    pub(crate) counters: QpCounters,
+    /// CommEstablished was raised for this RTR.
+    comm_est: bool,
+    /// Round robin between responder and requester output.
+    turn: bool,
 }
 
 impl Qp {
     pub fn new(cfg: QpConfig) -> Qp {
-        Qp { cfg }
+        let p = Params::default();
+        let mut resp = Responder::default();
+        resp.res.resize(usize::from(p.max_dest_rd_atomic));
+        let sq = SendQueue {
+            retries_left: p.retry_cnt,
+            rnr_left: p.rnr_retry,
+            ..SendQueue::default()
+        };
+        Qp {
+            cfg,
+            state: QpState::Reset,
+            p,
+            tuning: QpTuning::default(),
+            sq,
+            rq: VecDeque::new(),
+            resp,
+            cq: VecDeque::new(),
+            events: VecDeque::new(),
+            counters: QpCounters::default(),
+            comm_est: false,
+            turn: false,
+        }
     }
     pub fn qpn(&self) -> u32 {
         self.cfg.qpn
@@ -147,56 +253,364 @@ impl Qp {
         &self.cfg
     }
     pub fn state(&self) -> QpState {
-        unimplemented!("QP state machine")
+        self.state
     }
     pub fn counters(&self) -> &QpCounters {
-        unimplemented!("QP state machine")
+        &self.counters
     }
-    pub fn modify(&mut self, _attr: &QpAttr) -> Result<(), QpError> {
-        unimplemented!("QP state machine")
+    pub fn tuning(&self) -> &QpTuning {
+        &self.tuning
     }
-    pub fn post_send(&mut self, _wqe: SendWqe) -> Result<(), QpError> {
-        unimplemented!("QP state machine")
+    /// Replaces the transport tuning (takes effect for the next packet).
+    pub fn set_tuning(&mut self, t: QpTuning) {
+        self.tuning = QpTuning {
+            max_unacked_psns: t.max_unacked_psns.clamp(1, 1 << 20),
+            ack_req_interval: t.ack_req_interval.max(1),
+            ..t
+        };
     }
-    pub fn post_recv(&mut self, _wqe: RecvWqe) -> Result<(), QpError> {
-        unimplemented!("QP state machine")
+    /// The UDP source port this QP's packets carry.
+    pub fn udp_sport(&self) -> u16 {
+        self.p.sport
     }
+    /// Send WQEs posted and not yet completed.
+    pub fn send_queue_len(&self) -> usize {
+        self.sq.entries.len()
+    }
+
+    pub fn modify(&mut self, a: &QpAttr) -> Result<(), QpError> {
+        let bad = |c: bool, what| {
+            if c {
+                Err(QpError::InvalidAttr(what))
+            } else {
+                Ok(())
+            }
+        };
+        bad(a.timeout.is_some_and(|t| t > 31), "timeout > 31")?;
+        bad(a.retry_cnt.is_some_and(|t| t > 7), "retry_cnt > 7")?;
+        bad(a.rnr_retry.is_some_and(|t| t > 7), "rnr_retry > 7")?;
+        bad(
+            a.min_rnr_timer.is_some_and(|t| t > 31),
+            "min_rnr_timer > 31",
+        )?;
+        bad(
+            a.dest_qpn.is_some_and(|q| q > 0xFF_FFFF),
+            "dest_qpn > 2^24-1",
+        )?;
+        bad(
+            a.flow_label.is_some_and(|f| f > 0xF_FFFF),
+            "flow_label > 2^20-1",
+        )?;
+        if let Some(s) = a.state {
+            let from_err_ok = matches!(s, QpState::Reset | QpState::Err);
+            if self.state == QpState::Err && !from_err_ok {
+                return Err(QpError::InvalidState(self.state));
+            }
+        }
+        if let Some(v) = a.path_mtu {
+            self.p.path_mtu = v;
+        }
+        if let Some(v) = a.dest_qpn {
+            self.p.dest_qpn = v;
+        }
+        if let Some(v) = a.dest_addr {
+            self.p.dest_addr = Some(v);
+        }
+        if let Some(v) = a.flow_label {
+            self.p.flow_label = v;
+        }
+        if let Some(v) = a.qkey {
+            self.p.qkey = v;
+        }
+        if let Some(v) = a.access_flags {
+            self.p.access = v;
+        }
+        if let Some(v) = a.timeout {
+            self.p.timeout = v;
+        }
+        if let Some(v) = a.retry_cnt {
+            self.p.retry_cnt = v;
+            self.sq.retries_left = v;
+        }
+        if let Some(v) = a.rnr_retry {
+            self.p.rnr_retry = v;
+            self.sq.rnr_left = v;
+        }
+        if let Some(v) = a.min_rnr_timer {
+            self.p.min_rnr_timer = v;
+        }
+        if let Some(v) = a.max_rd_atomic {
+            self.p.max_rd_atomic = v;
+        }
+        if let Some(v) = a.max_dest_rd_atomic {
+            self.p.max_dest_rd_atomic = v;
+            self.resp.res.resize(usize::from(v));
+        }
+        self.p.sport = super::sport::udp_sport(self.p.flow_label, self.cfg.qpn, self.p.dest_qpn);
+        if let Some(v) = a.rq_psn {
+            self.resp.epsn = v;
+            self.resp.nak_sent = false;
+        }
+        if let Some(v) = a.sq_psn {
+            self.sq.set_psn(v);
+        }
+        if let Some(s) = a.state {
+            self.transition(s);
+        }
+        Ok(())
+    }
+
+    fn transition(&mut self, s: QpState) {
+        match s {
+            QpState::Reset => self.reset(),
+            QpState::Err => self.enter_error(false),
+            QpState::Rtr => {
+                if self.state != QpState::Rtr {
+                    self.comm_est = false;
+                }
+                self.state = s;
+            }
+            _ => self.state = s,
+        }
+    }
+
+    /// Back to a fresh QP; attributes, counters and unpolled completions
+    /// stay.
+    fn reset(&mut self) {
+        self.state = QpState::Reset;
+        self.sq.reset(Psn::new(0));
+        self.sq.retries_left = self.p.retry_cnt;
+        self.sq.rnr_left = self.p.rnr_retry;
+        self.rq.clear();
+        self.resp.reset();
+        self.comm_est = false;
+    }
+
+    pub fn post_send(&mut self, wqe: SendWqe) -> Result<(), QpError> {
+        match self.state {
+            QpState::Reset => return Err(QpError::InvalidState(self.state)),
+            QpState::Err | QpState::Sqe => {
+                let (kind, len) = (send_queue::OpKind::of(&wqe.op), wqe.payload.len());
+                let e = SqEntry::new(wqe, kind, len, true);
+                self.cq
+                    .push_back(e.completion(WcStatus::WrFlushErr, self.cfg.qpn));
+                return Ok(());
+            }
+            _ => {}
+        }
+        if self.sq.entries.len() >= self.cfg.max_send_wr as usize {
+            return Err(QpError::QueueFull);
+        }
+        let (kind, len) =
+            send_queue::validate(self.cfg.qp_type, &wqe, self.tuning.port_mtu.bytes())?;
+        self.sq
+            .entries
+            .push_back(SqEntry::new(wqe, kind, len, self.cfg.sq_sig_all));
+        Ok(())
+    }
+
+    pub fn post_recv(&mut self, wqe: RecvWqe) -> Result<(), QpError> {
+        if self.cfg.srq.is_some() {
+            return Err(QpError::InvalidWr("QP receives from an SRQ"));
+        }
+        match self.state {
+            QpState::Reset => return Err(QpError::InvalidState(self.state)),
+            QpState::Err => {
+                self.cq
+                    .push_back(recv_completion(&wqe, WcStatus::WrFlushErr, self.cfg.qpn));
+                return Ok(());
+            }
+            _ => {}
+        }
+        if self.rq.len() >= self.cfg.max_recv_wr as usize {
+            return Err(QpError::QueueFull);
+        }
+        self.rq.push_back(wqe);
+        Ok(())
+    }
+
     /// A packet for this QP arrived (ICRC already verified by the engine).
     pub fn handle_packet(
         &mut self,
-        _now: Instant,
-        _pkt: &Packet<'_>,
-        _meta: &RxMeta,
-        _env: &mut Env<'_>,
+        now: Instant,
+        pkt: &Packet<'_>,
+        meta: &RxMeta,
+        env: &mut Env<'_>,
     ) {
-        unimplemented!("QP state machine")
+        self.counters.rcvd_pkts += 1;
+        let op = pkt.opcode();
+        let Some(info) = op.info() else {
+            self.counters.dropped_pkts += 1;
+            return;
+        };
+        // No congestion control: CNPs are ignored (and are not errors).
+        if info.has(flags::CNP) {
+            return;
+        }
+        if !matches!(
+            self.state,
+            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+        ) {
+            self.counters.dropped_pkts += 1;
+            return;
+        }
+        let service_ok = matches!(
+            (self.cfg.qp_type, op.service()),
+            (QpType::Rc, Service::Rc) | (QpType::Uc, Service::Uc) | (QpType::Ud, Service::Ud)
+        );
+        // Connected QPs talk to one peer only (rxe's check_addr).
+        if !service_ok || (self.cfg.qp_type != QpType::Ud && !self.is_peer(meta)) {
+            self.counters.dropped_pkts += 1;
+            return;
+        }
+        if self.state == QpState::Rtr && !self.comm_est {
+            self.comm_est = true;
+            self.events.push_back(QpEvent::CommEstablished);
+        }
+        if info.has(flags::RESPONSE) {
+            self.handle_response(now, pkt, env);
+        } else {
+            self.handle_request(pkt, meta, env);
+        }
+        if self.state != QpState::Err {
+            self.sq.fix_cursor();
+        }
     }
+
+    fn is_peer(&self, meta: &RxMeta) -> bool {
+        self.p
+            .dest_addr
+            .is_none_or(|d| d.to_canonical() == meta.src.to_canonical())
+    }
+
     /// The deadline from [`Qp::poll_timeout`] passed.
-    pub fn handle_timeout(&mut self, _now: Instant, _env: &mut Env<'_>) {
-        unimplemented!("QP state machine")
+    pub fn handle_timeout(&mut self, now: Instant, _env: &mut Env<'_>) {
+        if !self.sending_state() {
+            return;
+        }
+        if self.sq.rnr_deadline.is_some_and(|t| t <= now) {
+            self.sq.rnr_deadline = None;
+            self.sq.seek(self.sq.comp_psn);
+            self.sq.since_ack_req = 0;
+        }
+        if self.sq.ack_deadline.is_some_and(|t| t <= now) {
+            self.sq.ack_deadline = None;
+            self.on_ack_timeout(now);
+        }
+        if self.state != QpState::Err {
+            self.sq.fix_cursor();
+        }
     }
+
     /// The earliest time this QP wants [`Qp::handle_timeout`] called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        unimplemented!("QP state machine")
+        if !self.sending_state() {
+            return None;
+        }
+        match (self.sq.ack_deadline, self.sq.rnr_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
+
+    fn sending_state(&self) -> bool {
+        matches!(self.state, QpState::Rts | QpState::Sqd | QpState::Sqe)
+    }
+
     /// True when [`Qp::poll_transmit`] would produce a packet now.
     pub fn has_transmit(&self) -> bool {
-        unimplemented!("QP state machine")
+        match self.state {
+            QpState::Err | QpState::Rtr => !self.resp.out.is_empty(),
+            QpState::Rts | QpState::Sqd | QpState::Sqe => {
+                !self.resp.out.is_empty() || self.requester_ready()
+            }
+            _ => false,
+        }
     }
+
     /// Writes the next packet into `buf` (at least `wire::MAX_PACKET`
     /// bytes) and says where it goes.
     pub fn poll_transmit(
         &mut self,
-        _now: Instant,
-        _env: &mut Env<'_>,
-        _buf: &mut [u8],
+        now: Instant,
+        env: &mut Env<'_>,
+        buf: &mut [u8],
     ) -> Option<Transmit> {
-        unimplemented!("QP state machine")
+        if buf.len() < MAX_PACKET {
+            return None;
+        }
+        let out = match self.state {
+            QpState::Err | QpState::Rtr => self.poll_response(env, buf),
+            QpState::Rts | QpState::Sqd | QpState::Sqe => {
+                // Alternate so that a long READ response stream and a
+                // long request stream share the wire.
+                self.turn = !self.turn;
+                if self.turn {
+                    self.poll_response(env, buf)
+                        .or_else(|| self.poll_request(now, env, buf))
+                } else {
+                    self.poll_request(now, env, buf)
+                        .or_else(|| self.poll_response(env, buf))
+                }
+            }
+            _ => None,
+        };
+        let (len, dst) = out?;
+        self.counters.sent_pkts += 1;
+        Some(Transmit {
+            len,
+            dst,
+            src_port: self.p.sport,
+        })
     }
     pub fn poll_completion(&mut self) -> Option<Completion> {
-        unimplemented!("QP state machine")
+        self.cq.pop_front()
     }
     pub fn poll_event(&mut self) -> Option<QpEvent> {
-        unimplemented!("QP state machine")
+        self.events.pop_front()
     }
+
+    /// Moves the QP to ERR: every outstanding send and receive WQE
+    /// completes, in order, with its error or WR_FLUSH_ERR. `own`: the
+    /// transport decided this (raises a fatal event), not the user.
+    pub(crate) fn enter_error(&mut self, own: bool) {
+        if self.state == QpState::Err {
+            return;
+        }
+        self.state = QpState::Err;
+        let qpn = self.cfg.qpn;
+        for e in self.sq.entries.drain(..) {
+            let status = match (e.done, e.error) {
+                (_, Some(s)) => s,
+                (true, None) => WcStatus::Success,
+                (false, None) => WcStatus::WrFlushErr,
+            };
+            if status != WcStatus::Success || e.signaled {
+                self.cq.push_back(e.completion(status, qpn));
+            }
+        }
+        let psn = self.sq.comp_psn;
+        self.sq.set_psn(psn);
+        if let Some(h) = self.resp.held.take() {
+            self.cq
+                .push_back(recv_completion(&h.wqe, WcStatus::WrFlushErr, qpn));
+        }
+        for w in self.rq.drain(..) {
+            self.cq
+                .push_back(recv_completion(&w, WcStatus::WrFlushErr, qpn));
+        }
+        self.resp.out.clear();
+        self.resp.in_msg = None;
+        if own {
+            self.events.push_back(QpEvent::Fatal);
+        }
+        if self.cfg.srq.is_some() {
+            self.events.push_back(QpEvent::LastWqeReached);
+        }
+    }
+}
+
+/// A receive completion with only the essentials set.
+pub(crate) fn recv_completion(w: &RecvWqe, status: WcStatus, qpn: u32) -> Completion {
+    Completion::new(CqSide::Recv, w.wr_id, status, WcOpcode::Recv, qpn)
 }

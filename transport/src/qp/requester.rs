@@ -1,0 +1,357 @@
+//! Requester: turns send WQEs into request packets, written straight into
+//! the caller's buffer (headers, then payload read from local memory into
+//! place, pad, 4 bytes for the ICRC).
+//!
+//! Every packet is a pure function of (WQE, PSN): opcode position, offset
+//! and length follow from `psn - first_psn`, so a go-back-N only moves the
+//! cursor. RC limits the PSNs in flight (window), READ/atomic WQEs in
+//! flight (initiator depth) and honours the fence; UC and UD complete a
+//! WQE when its last packet is out.
+
+use super::queue_pair::{Env, Qp};
+use super::send_queue::{OpKind, SqEntry};
+use super::sgl;
+use super::types::*;
+use crate::wire::{pad_for, AtomicEth, Deth, Feth, Headers, Opcode, Reth, ICRC_LEN};
+use crate::Psn;
+use std::net::IpAddr;
+use std::time::Instant;
+
+/// Keeps the PSNs between the completer and the end of the newest
+/// request well inside the 2^23 comparison window.
+const MAX_PSN_SPAN: u32 = 1 << 22;
+
+/// Position of a packet in its message.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pos {
+    First,
+    Middle,
+    Last,
+    Only,
+}
+
+fn pos_of(k: u32, n: u32) -> Pos {
+    match (k == 0, k + 1 >= n) {
+        (true, true) => Pos::Only,
+        (true, false) => Pos::First,
+        (false, true) => Pos::Last,
+        (false, false) => Pos::Middle,
+    }
+}
+
+/// RC opcode of a SEND/WRITE packet (UC adds 0x20).
+fn send_write_opcode(op: &SendOp, pos: Pos) -> Opcode {
+    match (op, pos) {
+        (SendOp::Write { .. } | SendOp::WriteImm { .. }, Pos::First) => Opcode::RC_WRITE_FIRST,
+        (SendOp::Write { .. } | SendOp::WriteImm { .. }, Pos::Middle) => Opcode::RC_WRITE_MIDDLE,
+        (SendOp::Write { .. }, Pos::Last) => Opcode::RC_WRITE_LAST,
+        (SendOp::Write { .. }, Pos::Only) => Opcode::RC_WRITE_ONLY,
+        (SendOp::WriteImm { .. }, Pos::Last) => Opcode::RC_WRITE_LAST_IMM,
+        (SendOp::WriteImm { .. }, Pos::Only) => Opcode::RC_WRITE_ONLY_IMM,
+        (_, Pos::First) => Opcode::RC_SEND_FIRST,
+        (_, Pos::Middle) => Opcode::RC_SEND_MIDDLE,
+        (SendOp::SendImm { .. }, Pos::Last) => Opcode::RC_SEND_LAST_IMM,
+        (SendOp::SendImm { .. }, Pos::Only) => Opcode::RC_SEND_ONLY_IMM,
+        (SendOp::SendInv { .. }, Pos::Last) => Opcode::RC_SEND_LAST_INV,
+        (SendOp::SendInv { .. }, Pos::Only) => Opcode::RC_SEND_ONLY_INV,
+        (_, Pos::Last) => Opcode::RC_SEND_LAST,
+        (_, Pos::Only) => Opcode::RC_SEND_ONLY,
+    }
+}
+
+impl Qp {
+    /// Whether the requester has a packet it may send now.
+    pub(crate) fn requester_ready(&self) -> bool {
+        if self.sq.rnr_deadline.is_some() {
+            return false;
+        }
+        let Some(e) = self.sq.entries.get(self.sq.cur_idx) else {
+            return false;
+        };
+        if !e.started && self.state != super::types::QpState::Rts {
+            // SQD / SQE: finish what was started, start nothing new.
+            return false;
+        }
+        if self.cfg.qp_type != QpType::Rc {
+            return true;
+        }
+        let sq = &self.sq;
+        let ahead = sq.cur_psn.distance_from(sq.comp_psn);
+        if ahead >= self.tuning.max_unacked_psns {
+            return false;
+        }
+        if e.started {
+            return true;
+        }
+        if e.wqe.flags & send_flags::FENCE != 0 && sq.rd_outstanding > 0 {
+            return false;
+        }
+        // max_rd_atomic 0 is treated as 1: the peer refuses what it must.
+        let depth = u32::from(self.p.max_rd_atomic.max(1));
+        if e.kind.is_rd_atomic() && sq.rd_outstanding >= depth {
+            return false;
+        }
+        let span = ahead + SqEntry::packets_for(e.kind, e.len, self.p.pmtu());
+        ahead == 0 || span <= MAX_PSN_SPAN
+    }
+
+    /// Builds the next request packet, if the requester may send one.
+    pub(crate) fn poll_request(
+        &mut self,
+        now: Instant,
+        env: &mut Env<'_>,
+        buf: &mut [u8],
+    ) -> Option<(usize, IpAddr)> {
+        if !self.requester_ready() {
+            return None;
+        }
+        let pmtu = self.p.pmtu();
+        let idx = self.sq.cur_idx;
+        let psn = self.sq.cur_psn;
+        {
+            let e = &mut self.sq.entries[idx];
+            if !e.started {
+                e.started = true;
+                e.first_psn = psn;
+                e.npkts = SqEntry::packets_for(e.kind, e.len, pmtu);
+                e.rcvd_pkts = 0;
+                if self.cfg.qp_type == QpType::Rc && e.kind.is_rd_atomic() && !e.holds_rd {
+                    e.holds_rd = true;
+                    self.sq.rd_outstanding += 1;
+                }
+            }
+        }
+        let built = self.build_request(idx, psn, env, buf);
+        let (len, dst, last) = match built {
+            Ok(v) => v,
+            Err(_) => {
+                // Local data unreadable: the WQE fails, the QP goes to ERR.
+                self.sq.entries[idx].error = Some(WcStatus::LocProtErr);
+                self.enter_error(true);
+                return None;
+            }
+        };
+        let e = &self.sq.entries[idx];
+        let next = if e.kind == OpKind::Read {
+            e.end_psn()
+        } else {
+            psn.next()
+        };
+        self.sq.cur_psn = next;
+        if last {
+            self.sq.cur_idx += 1;
+        }
+        match self.cfg.qp_type {
+            QpType::Rc => {
+                if psn.is_before(self.sq.sent_high) {
+                    self.counters.retransmitted_pkts += 1;
+                } else {
+                    self.sq.sent_high = next;
+                }
+                if self.sq.ack_deadline.is_none() {
+                    self.sq.ack_deadline = self.p.ack_timeout().map(|t| now + t);
+                }
+            }
+            QpType::Uc | QpType::Ud => {
+                self.sq.sent_high = next;
+                self.sq.comp_psn = next;
+                if last {
+                    // Unreliable: done once on the wire.
+                    self.sq.cur_idx = 0;
+                    if let Some(e) = self.sq.entries.pop_front() {
+                        if e.signaled {
+                            self.cq
+                                .push_back(e.completion(WcStatus::Success, self.cfg.qpn));
+                        }
+                    }
+                }
+            }
+        }
+        Some((len, dst))
+    }
+
+    /// Writes the packet for PSN `psn` of WQE `idx`; returns its length,
+    /// destination and whether it ends the WQE.
+    fn build_request(
+        &mut self,
+        idx: usize,
+        psn: Psn,
+        env: &mut Env<'_>,
+        buf: &mut [u8],
+    ) -> Result<(usize, IpAddr, bool), super::memory::MemError> {
+        let pmtu = self.p.pmtu();
+        let qp_type = self.cfg.qp_type;
+        let pd = self.cfg.pd;
+        let qkey = self.p.qkey;
+        let qpn = self.cfg.qpn;
+        let window_end = self.sq.comp_psn.add(self.tuning.max_unacked_psns);
+        let interval = self.tuning.ack_req_interval;
+        let mut dst = self.p.dst();
+        let e = &mut self.sq.entries[idx];
+        let k = psn.distance_from(e.first_psn).min(e.npkts - 1);
+        let offset = u64::from(k) * pmtu as u64;
+        let mut hdr = Headers::default();
+        hdr.bth.dest_qpn = self.p.dest_qpn;
+        hdr.bth.psn = psn;
+        let (n, last) = match (e.kind, &e.wqe.op) {
+            (OpKind::Send | OpKind::Write, op) => {
+                let pos = pos_of(k, e.npkts);
+                let n = (e.len - offset).min(pmtu as u64) as usize;
+                let mut opc = send_write_opcode(op, pos);
+                let end = matches!(pos, Pos::Last | Pos::Only);
+                if matches!(pos, Pos::First | Pos::Only) {
+                    if let SendOp::Write { remote_addr, rkey }
+                    | SendOp::WriteImm {
+                        remote_addr, rkey, ..
+                    } = *op
+                    {
+                        hdr.reth = Some(Reth {
+                            va: remote_addr,
+                            rkey,
+                            dma_len: e.len as u32,
+                        });
+                    }
+                }
+                if end {
+                    match *op {
+                        SendOp::SendImm { imm } | SendOp::WriteImm { imm, .. } => {
+                            hdr.imm = Some(imm)
+                        }
+                        SendOp::SendInv { rkey } => hdr.ieth = Some(rkey),
+                        _ => {}
+                    }
+                    hdr.bth.se = e.wqe.flags & send_flags::SOLICITED != 0
+                        && matches!(
+                            op,
+                            SendOp::Send
+                                | SendOp::SendImm { .. }
+                                | SendOp::SendInv { .. }
+                                | SendOp::WriteImm { .. }
+                        );
+                }
+                match qp_type {
+                    QpType::Uc => opc = Opcode(opc.0 + 0x20),
+                    QpType::Ud => {
+                        opc = if hdr.imm.is_some() {
+                            Opcode::UD_SEND_ONLY_IMM
+                        } else {
+                            Opcode::UD_SEND_ONLY
+                        };
+                        // Checked at post time.
+                        let ud = e.wqe.ud.unwrap_or(UdDest {
+                            addr: dst,
+                            qpn: 0,
+                            qkey: 0,
+                        });
+                        let qk = if ud.qkey & 0x8000_0000 != 0 {
+                            qkey
+                        } else {
+                            ud.qkey
+                        };
+                        hdr.deth = Some(Deth {
+                            qkey: qk,
+                            src_qpn: qpn,
+                        });
+                        hdr.bth.dest_qpn = ud.qpn;
+                        dst = ud.addr;
+                    }
+                    QpType::Rc => {}
+                }
+                hdr.bth.opcode = opc;
+                (n, end)
+            }
+            (OpKind::Read, &SendOp::Read { remote_addr, rkey }) => {
+                hdr.bth.opcode = Opcode::RC_READ_REQUEST;
+                // A re-issued READ asks only for what has not arrived.
+                hdr.reth = Some(Reth {
+                    va: remote_addr.wrapping_add(offset),
+                    rkey,
+                    dma_len: (e.len - offset) as u32,
+                });
+                (0, true)
+            }
+            (OpKind::Atomic, op) => {
+                let (va, rkey, swap_add, compare, opc) = match *op {
+                    SendOp::CmpSwap {
+                        remote_addr,
+                        rkey,
+                        compare,
+                        swap,
+                    } => (remote_addr, rkey, swap, compare, Opcode::RC_CMP_SWAP),
+                    SendOp::FetchAdd {
+                        remote_addr,
+                        rkey,
+                        add,
+                    } => (remote_addr, rkey, add, 0, Opcode::RC_FETCH_ADD),
+                    _ => (0, 0, 0, 0, Opcode::RC_FETCH_ADD),
+                };
+                hdr.bth.opcode = opc;
+                hdr.atomic_eth = Some(AtomicEth {
+                    va,
+                    rkey,
+                    swap_add,
+                    compare,
+                });
+                (0, true)
+            }
+            (OpKind::AtomicWrite, &SendOp::AtomicWrite { remote_addr, rkey }) => {
+                hdr.bth.opcode = Opcode::RC_ATOMIC_WRITE;
+                hdr.reth = Some(Reth {
+                    va: remote_addr,
+                    rkey,
+                    dma_len: 8,
+                });
+                (8, true)
+            }
+            (
+                OpKind::Flush,
+                &SendOp::Flush {
+                    remote_addr,
+                    rkey,
+                    len,
+                    plt,
+                    sel,
+                },
+            ) => {
+                hdr.bth.opcode = Opcode::RC_FLUSH;
+                hdr.feth = Some(Feth { plt, sel });
+                hdr.reth = Some(Reth {
+                    va: remote_addr,
+                    rkey,
+                    dma_len: len,
+                });
+                (0, true)
+            }
+            // OpKind is derived from the op: no other pairs exist.
+            _ => return Err(super::memory::MemError::InvalidKey),
+        };
+        if qp_type == QpType::Rc {
+            let fills_window = psn.next() == window_end;
+            let ack_req = last || fills_window || self.sq.since_ack_req + 1 >= interval;
+            hdr.bth.ack_req = ack_req;
+            self.sq.since_ack_req = if ack_req {
+                0
+            } else {
+                self.sq.since_ack_req + 1
+            };
+        }
+        hdr.bth.pad = pad_for(n);
+        let hl = hdr
+            .emit(buf)
+            .map_err(|_| super::memory::MemError::OutOfBounds)?;
+        let e = &mut self.sq.entries[idx];
+        if n > 0 {
+            sgl::gather(
+                env.mem,
+                pd,
+                &e.wqe.payload,
+                &mut e.gather,
+                offset,
+                &mut buf[hl..hl + n],
+            )?;
+        }
+        let end = hl + n + usize::from(hdr.bth.pad);
+        buf[hl + n..end + ICRC_LEN].fill(0);
+        Ok((end + ICRC_LEN, dst, last))
+    }
+}

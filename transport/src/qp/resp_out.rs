@@ -1,0 +1,167 @@
+//! Responder output: the queue of ACKs, NAKs, atomic ACKs and READ
+//! response streams, in PSN order, and the packets built from it. READ
+//! response payload is read from memory straight into the caller's
+//! buffer. Consecutive plain ACKs coalesce: only the newest is sent,
+//! since an ACK covers every PSN before it.
+
+use super::queue_pair::{Env, Qp};
+use super::types::access;
+use crate::wire::{pad_for, Aeth, AethKind, AtomicAckEth, Headers, NakCode, Opcode, ICRC_LEN};
+use crate::Psn;
+use std::net::IpAddr;
+
+/// A READ response stream: `resid` bytes from `va` answer PSNs from
+/// `psn` on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReadStream {
+    pub psn: Psn,
+    pub va: u64,
+    pub rkey: u32,
+    pub resid: u64,
+    /// The first packet (FIRST or ONLY) is out.
+    pub started: bool,
+}
+
+impl ReadStream {
+    pub(crate) fn new(psn: Psn, va: u64, rkey: u32, len: u64) -> ReadStream {
+        ReadStream {
+            psn,
+            va,
+            rkey,
+            resid: len,
+            started: false,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum RespOut {
+    /// ACK, RNR NAK or NAK.
+    Ack {
+        psn: Psn,
+        aeth: Aeth,
+    },
+    AtomicAck {
+        psn: Psn,
+        orig: u64,
+    },
+    Read(ReadStream),
+    /// READ RESPONSE ONLY without payload: the answer to FLUSH and
+    /// ATOMIC WRITE (as rxe sends it).
+    Empty {
+        psn: Psn,
+    },
+}
+
+fn plain_ack(o: &RespOut) -> bool {
+    matches!(o, RespOut::Ack { aeth, .. } if matches!(aeth.kind(), AethKind::Ack { .. }))
+}
+
+impl Qp {
+    /// Queues an ACK or NAK, replacing a plain ACK still waiting at the
+    /// tail.
+    pub(crate) fn push_ack(&mut self, psn: Psn, aeth: Aeth) {
+        let new = RespOut::Ack { psn, aeth };
+        match self.resp.out.back_mut() {
+            Some(last) if plain_ack(last) && plain_ack(&new) => *last = new,
+            _ => self.resp.out.push_back(new),
+        }
+    }
+
+    /// Builds the next response packet.
+    pub(crate) fn poll_response(
+        &mut self,
+        env: &mut Env<'_>,
+        buf: &mut [u8],
+    ) -> Option<(usize, IpAddr)> {
+        // Bounded: each pass sends a packet or turns a failed READ into
+        // a NAK (after which only that NAK is left).
+        for _ in 0..2 {
+            let front = *self.resp.out.front()?;
+            let msn = self.resp.msn;
+            let mut hdr = Headers::default();
+            hdr.bth.dest_qpn = self.p.dest_qpn;
+            let mut n = 0usize;
+            match front {
+                RespOut::Ack { psn, aeth } => {
+                    hdr.bth.opcode = Opcode::RC_ACK;
+                    hdr.bth.psn = psn;
+                    hdr.aeth = Some(aeth);
+                    self.resp.out.pop_front();
+                }
+                RespOut::AtomicAck { psn, orig } => {
+                    hdr.bth.opcode = Opcode::RC_ATOMIC_ACK;
+                    hdr.bth.psn = psn;
+                    hdr.aeth = Some(Aeth::ack(Aeth::CREDIT_INVALID, msn));
+                    hdr.atomic_ack = Some(AtomicAckEth { orig });
+                    self.resp.out.pop_front();
+                }
+                RespOut::Empty { psn } => {
+                    hdr.bth.opcode = Opcode::RC_READ_RESPONSE_ONLY;
+                    hdr.bth.psn = psn;
+                    hdr.aeth = Some(Aeth::ack(Aeth::CREDIT_INVALID, msn));
+                    self.resp.out.pop_front();
+                }
+                RespOut::Read(s) => {
+                    let pmtu = self.p.pmtu() as u64;
+                    let last = s.resid <= pmtu;
+                    hdr.bth.opcode = match (s.started, last) {
+                        (false, true) => Opcode::RC_READ_RESPONSE_ONLY,
+                        (false, false) => Opcode::RC_READ_RESPONSE_FIRST,
+                        (true, true) => Opcode::RC_READ_RESPONSE_LAST,
+                        (true, false) => Opcode::RC_READ_RESPONSE_MIDDLE,
+                    };
+                    hdr.bth.psn = s.psn;
+                    if !s.started || last {
+                        hdr.aeth = Some(Aeth::ack(Aeth::CREDIT_INVALID, msn));
+                    }
+                    n = s.resid.min(pmtu) as usize;
+                    hdr.bth.pad = pad_for(n);
+                    let hl = hdr.emit(buf).ok()?;
+                    if n > 0 {
+                        // The MR may have gone since the request was checked.
+                        let r =
+                            env.mem
+                                .read_remote(self.cfg.pd, s.rkey, s.va, &mut buf[hl..hl + n]);
+                        if r.is_err() || self.p.access & access::REMOTE_READ == 0 {
+                            self.read_failed(s.psn);
+                            continue;
+                        }
+                    }
+                    match self.resp.out.front_mut() {
+                        Some(RespOut::Read(cur)) if last => {
+                            let _ = cur;
+                            self.resp.out.pop_front();
+                        }
+                        Some(RespOut::Read(cur)) => {
+                            cur.started = true;
+                            cur.psn = cur.psn.next();
+                            cur.va = cur.va.wrapping_add(n as u64);
+                            cur.resid -= n as u64;
+                        }
+                        _ => {}
+                    }
+                    return Some((Self::finish(buf, hl, n), self.p.dst()));
+                }
+            }
+            hdr.bth.pad = pad_for(n);
+            let hl = hdr.emit(buf).ok()?;
+            return Some((Self::finish(buf, hl, n), self.p.dst()));
+        }
+        None
+    }
+
+    /// Zeroes pad and ICRC after `n` payload bytes at `hl`; total length.
+    fn finish(buf: &mut [u8], hl: usize, n: usize) -> usize {
+        let end = hl + n + usize::from(pad_for(n));
+        buf[hl + n..end + ICRC_LEN].fill(0);
+        end + ICRC_LEN
+    }
+
+    /// READ source no longer accessible: NAK and go to ERR.
+    fn read_failed(&mut self, psn: Psn) {
+        self.enter_error(true);
+        let aeth = Aeth::nak(NakCode::RemoteAccess, self.resp.msn);
+        self.resp.out.push_back(RespOut::Ack { psn, aeth });
+    }
+}

@@ -1,0 +1,89 @@
+//! UD receive: Q_Key check, one SEND ONLY per message, the 40-byte
+//! network header area ahead of the payload, and the completion with the
+//! sender's QPN and address. Nothing is acknowledged; what cannot be
+//! received is dropped and counted.
+
+use super::grh;
+use super::queue_pair::{recv_completion, Env, Qp, RxMeta};
+use super::responder::HeldRecv;
+use super::sgl;
+use super::types::*;
+use crate::wire::{Opcode, Packet, ICRC_LEN};
+
+impl Qp {
+    pub(crate) fn ud_request(&mut self, pkt: &Packet<'_>, meta: &RxMeta, env: &mut Env<'_>) {
+        let op = pkt.opcode();
+        let Some(deth) = pkt.hdr.deth else {
+            self.counters.dropped_pkts += 1;
+            return;
+        };
+        if op != Opcode::UD_SEND_ONLY && op != Opcode::UD_SEND_ONLY_IMM {
+            self.counters.dropped_pkts += 1;
+            return;
+        }
+        if deth.qkey != self.p.qkey {
+            self.counters.qkey_violations += 1;
+            self.counters.dropped_pkts += 1;
+            return;
+        }
+        let n = pkt.payload.len();
+        if n > self.tuning.port_mtu.bytes() {
+            self.counters.dropped_pkts += 1;
+            return;
+        }
+        let need = (grh::GRH_LEN + n) as u64;
+        let qpn = self.cfg.qpn;
+        let wqe = match self.cfg.srq {
+            None => {
+                // Too small a buffer: the packet is dropped, the WQE stays.
+                match self.rq.front() {
+                    Some(w) if sgl::capacity(&w.sges) >= need => self.rq.pop_front(),
+                    _ => None,
+                }
+            }
+            Some(_) => match env.srq.as_deref_mut().and_then(|s| s.pop()) {
+                // An SRQ WQE cannot be put back: it completes in error.
+                Some(w) if sgl::capacity(&w.sges) < need => {
+                    self.cq
+                        .push_back(recv_completion(&w, WcStatus::LocLenErr, qpn));
+                    None
+                }
+                w => w,
+            },
+        };
+        let Some(wqe) = wqe else {
+            self.counters.dropped_pkts += 1;
+            return;
+        };
+        let mut h = HeldRecv::new(wqe);
+        let udp_len = pkt.hdr.len() + n + usize::from(pkt.hdr.bth.pad) + ICRC_LEN;
+        let g = grh::build(meta, udp_len);
+        let pd = self.cfg.pd;
+        let ok = sgl::scatter(env.mem, pd, &h.wqe.sges, &mut h.cur, 0, &g).is_ok()
+            && sgl::scatter(
+                env.mem,
+                pd,
+                &h.wqe.sges,
+                &mut h.cur,
+                grh::GRH_LEN as u64,
+                pkt.payload,
+            )
+            .is_ok();
+        if !ok {
+            self.cq
+                .push_back(recv_completion(&h.wqe, WcStatus::LocProtErr, qpn));
+            self.enter_error(true);
+            return;
+        }
+        let mut c = recv_completion(&h.wqe, WcStatus::Success, qpn);
+        c.byte_len = need as u32;
+        c.wc_flags = wc_flags::GRH;
+        if let Some(imm) = pkt.hdr.imm {
+            c.wc_flags |= wc_flags::WITH_IMM;
+            c.imm = imm;
+        }
+        c.src_qp = deth.src_qpn;
+        c.src_addr = Some(meta.src);
+        self.cq.push_back(c);
+    }
+}

@@ -1,0 +1,289 @@
+//! The send queue as the requester and the completer share it: posted
+//! WQEs in order, the requester's cursor (next PSN to send and the WQE it
+//! belongs to) and the completer's position (first PSN not yet answered).
+//!
+//! A WQE's PSNs are fixed when it is first sent and never change: a retry
+//! re-sends the same PSNs, so every position can be recomputed from
+//! `(entry, psn)` alone.
+
+use super::queue_pair::QpError;
+use super::sgl::SgCursor;
+use super::types::*;
+use crate::Psn;
+use std::collections::VecDeque;
+use std::time::Instant;
+
+/// Largest message the transport accepts. 2^30 keeps a READ at MTU 256
+/// at 2^22 PSNs, well inside the 2^23 PSN comparison window.
+pub const MAX_MSG_SIZE: u64 = 1 << 30;
+
+/// The operation family of a WQE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OpKind {
+    Send,
+    Write,
+    Read,
+    Atomic,
+    Flush,
+    AtomicWrite,
+}
+
+impl OpKind {
+    pub(crate) fn of(op: &SendOp) -> OpKind {
+        match op {
+            SendOp::Send | SendOp::SendImm { .. } | SendOp::SendInv { .. } => OpKind::Send,
+            SendOp::Write { .. } | SendOp::WriteImm { .. } => OpKind::Write,
+            SendOp::Read { .. } => OpKind::Read,
+            SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. } => OpKind::Atomic,
+            SendOp::Flush { .. } => OpKind::Flush,
+            SendOp::AtomicWrite { .. } => OpKind::AtomicWrite,
+        }
+    }
+
+    /// Answered by a response carrying data or a result rather than a
+    /// plain ACK; occupies an initiator-depth slot while outstanding.
+    pub(crate) fn is_rd_atomic(self) -> bool {
+        !matches!(self, OpKind::Send | OpKind::Write)
+    }
+}
+
+/// Completion opcode of a send WQE.
+pub(crate) fn wc_opcode(op: &SendOp) -> WcOpcode {
+    match op {
+        SendOp::Send | SendOp::SendImm { .. } | SendOp::SendInv { .. } => WcOpcode::Send,
+        SendOp::Write { .. } | SendOp::WriteImm { .. } => WcOpcode::RdmaWrite,
+        SendOp::Read { .. } => WcOpcode::RdmaRead,
+        SendOp::CmpSwap { .. } => WcOpcode::CompSwap,
+        SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+        SendOp::Flush { .. } => WcOpcode::Flush,
+        SendOp::AtomicWrite { .. } => WcOpcode::AtomicWrite,
+    }
+}
+
+/// Checks a WQE against the QP type; returns its kind and message length.
+pub(crate) fn validate(
+    qp_type: QpType,
+    wqe: &SendWqe,
+    ud_max: usize,
+) -> Result<(OpKind, u64), QpError> {
+    let kind = OpKind::of(&wqe.op);
+    let plen = wqe.payload.len();
+    match qp_type {
+        QpType::Rc => {}
+        QpType::Uc => match wqe.op {
+            SendOp::Send
+            | SendOp::SendImm { .. }
+            | SendOp::Write { .. }
+            | SendOp::WriteImm { .. } => {}
+            _ => return Err(QpError::InvalidWr("opcode not supported on UC")),
+        },
+        QpType::Ud => {
+            if !matches!(wqe.op, SendOp::Send | SendOp::SendImm { .. }) {
+                return Err(QpError::InvalidWr("opcode not supported on UD"));
+            }
+            if wqe.ud.is_none() {
+                return Err(QpError::InvalidWr("UD send without a destination"));
+            }
+            if plen > ud_max as u64 {
+                return Err(QpError::InvalidWr("UD message larger than the MTU"));
+            }
+        }
+    }
+    let sges_only = matches!(wqe.payload, Payload::Sges(_));
+    let len = match kind {
+        OpKind::Send | OpKind::Write | OpKind::Read => plen,
+        OpKind::Atomic => {
+            if !sges_only || plen != 8 {
+                return Err(QpError::InvalidWr("atomic needs an 8-byte local buffer"));
+            }
+            8
+        }
+        OpKind::AtomicWrite => {
+            if plen != 8 {
+                return Err(QpError::InvalidWr("ATOMIC WRITE carries exactly 8 bytes"));
+            }
+            8
+        }
+        OpKind::Flush => match wqe.op {
+            SendOp::Flush { len, .. } => u64::from(len),
+            _ => 0,
+        },
+    };
+    if kind == OpKind::Read && !sges_only {
+        return Err(QpError::InvalidWr("READ needs a scatter list"));
+    }
+    if len > MAX_MSG_SIZE {
+        return Err(QpError::InvalidWr("message too long"));
+    }
+    Ok((kind, len))
+}
+
+/// One posted send WQE and its progress.
+#[derive(Debug)]
+pub(crate) struct SqEntry {
+    pub wqe: SendWqe,
+    pub kind: OpKind,
+    pub len: u64,
+    /// Packets (or, for READ, response packets) the message spans; set
+    /// when first sent.
+    pub npkts: u32,
+    pub started: bool,
+    pub first_psn: Psn,
+    pub signaled: bool,
+    /// Holds an initiator-depth slot.
+    pub holds_rd: bool,
+    /// Answered completely (ACKed, or all response data placed).
+    pub done: bool,
+    /// Error status to report instead of success or flush.
+    pub error: Option<WcStatus>,
+    /// Response packets placed (READ, atomics).
+    pub rcvd_pkts: u32,
+    pub gather: SgCursor,
+    pub scatter: SgCursor,
+}
+
+impl SqEntry {
+    pub(crate) fn new(wqe: SendWqe, kind: OpKind, len: u64, sig_all: bool) -> SqEntry {
+        let signaled = sig_all || wqe.flags & send_flags::SIGNALED != 0;
+        SqEntry {
+            wqe,
+            kind,
+            len,
+            npkts: 1,
+            started: false,
+            first_psn: Psn::new(0),
+            signaled,
+            holds_rd: false,
+            done: false,
+            error: None,
+            rcvd_pkts: 0,
+            gather: SgCursor::default(),
+            scatter: SgCursor::default(),
+        }
+    }
+
+    pub(crate) fn last_psn(&self) -> Psn {
+        self.first_psn.add(self.npkts.saturating_sub(1))
+    }
+
+    /// The PSN after the message.
+    pub(crate) fn end_psn(&self) -> Psn {
+        self.first_psn.add(self.npkts)
+    }
+
+    /// Packets a message of `len` bytes needs at `pmtu` (at least one).
+    pub(crate) fn packets_for(kind: OpKind, len: u64, pmtu: usize) -> u32 {
+        match kind {
+            OpKind::Send | OpKind::Write | OpKind::Read => {
+                len.div_ceil(pmtu as u64).clamp(1, u64::from(u32::MAX)) as u32
+            }
+            _ => 1,
+        }
+    }
+
+    pub(crate) fn completion(&self, status: WcStatus, qpn: u32) -> Completion {
+        let mut c = Completion::new(
+            CqSide::Send,
+            self.wqe.wr_id,
+            status,
+            wc_opcode(&self.wqe.op),
+            qpn,
+        );
+        c.byte_len = self.len.min(u64::from(u32::MAX)) as u32;
+        c
+    }
+}
+
+/// Send queue state shared by requester and completer.
+#[derive(Debug, Default)]
+pub(crate) struct SendQueue {
+    pub entries: VecDeque<SqEntry>,
+    /// Requester: WQE the next packet belongs to (== len: none).
+    pub cur_idx: usize,
+    /// Requester: PSN of the next packet.
+    pub cur_psn: Psn,
+    /// RC: one past the highest PSN ever sent (responses beyond are bogus).
+    pub sent_high: Psn,
+    /// RC: packets sent since the last one with AckReq.
+    pub since_ack_req: u32,
+    /// RC: READ/atomic WQEs sent and not yet answered.
+    pub rd_outstanding: u32,
+    /// Completer: first PSN not yet acknowledged or answered.
+    pub comp_psn: Psn,
+    /// Retries left before RETRY_EXC_ERR / RNR_RETRY_EXC_ERR.
+    pub retries_left: u8,
+    pub rnr_left: u8,
+    /// A retry from this PSN is under way: further NAKs or gaps at the
+    /// same place do not start another one (only the timer does).
+    pub retry_guard: Option<Psn>,
+    pub ack_deadline: Option<Instant>,
+    /// Waiting out an RNR NAK: nothing is sent until then.
+    pub rnr_deadline: Option<Instant>,
+}
+
+impl SendQueue {
+    /// Forgets all WQEs and starts PSNs at `psn`.
+    pub(crate) fn reset(&mut self, psn: Psn) {
+        self.entries.clear();
+        self.set_psn(psn);
+    }
+
+    /// Starts PSNs at `psn` (`sq_psn`).
+    pub(crate) fn set_psn(&mut self, psn: Psn) {
+        self.cur_idx = 0;
+        self.cur_psn = psn;
+        self.sent_high = psn;
+        self.comp_psn = psn;
+        self.since_ack_req = 0;
+        self.rd_outstanding = 0;
+        self.retry_guard = None;
+        self.ack_deadline = None;
+        self.rnr_deadline = None;
+        for e in &mut self.entries {
+            e.started = false;
+            e.holds_rd = false;
+        }
+    }
+
+    /// Sent PSNs not yet acknowledged or answered.
+    pub(crate) fn outstanding(&self) -> bool {
+        self.comp_psn != self.sent_high
+    }
+
+    /// True when `psn` lies in `[comp_psn, sent_high)`.
+    pub(crate) fn in_flight(&self, psn: Psn) -> bool {
+        psn.distance_from(self.comp_psn) < self.sent_high.distance_from(self.comp_psn)
+    }
+
+    /// Points the requester at `psn`: the WQE whose PSNs contain it, or
+    /// the first WQE not yet sent. O(WQEs in flight); used on retries.
+    pub(crate) fn seek(&mut self, psn: Psn) {
+        for (i, e) in self.entries.iter().enumerate() {
+            if !e.started {
+                self.cur_idx = i;
+                self.cur_psn = psn;
+                return;
+            }
+            if !e.done && psn.in_range(e.first_psn, e.last_psn()) {
+                self.cur_idx = i;
+                self.cur_psn = psn;
+                return;
+            }
+        }
+        self.cur_idx = self.entries.len();
+        self.cur_psn = psn;
+    }
+
+    /// The requester never sends below the completer's position: after
+    /// ACKs overtook a retry, jump forward.
+    pub(crate) fn fix_cursor(&mut self) {
+        if self.cur_psn.is_before(self.comp_psn) {
+            self.seek(self.comp_psn);
+        }
+    }
+
+    /// Index of the oldest WQE not yet answered.
+    pub(crate) fn front_pending(&self) -> Option<usize> {
+        self.entries.iter().position(|e| !e.done)
+    }
+}

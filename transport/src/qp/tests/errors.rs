@@ -1,0 +1,1 @@
+//! Error paths: NAKs, local errors, QP -> ERR and flushes.

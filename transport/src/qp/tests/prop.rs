@@ -1,0 +1,1 @@
+//! Random mixed workloads over a lossy wire.

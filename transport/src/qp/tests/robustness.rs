@@ -1,0 +1,1 @@
+//! Malformed, unexpected and hostile packet input.
