@@ -60,6 +60,15 @@ fn send_write_opcode(op: &SendOp, pos: Pos) -> Opcode {
 }
 
 impl Qp {
+    /// Payload bytes per packet: the path MTU, or for UD (one packet per
+    /// message, checked at post time) the port MTU.
+    fn seg_mtu(&self) -> usize {
+        match self.cfg.qp_type {
+            QpType::Ud => self.tuning.port_mtu.bytes(),
+            _ => self.p.pmtu(),
+        }
+    }
+
     /// Whether the requester has a packet it may send now.
     pub(crate) fn requester_ready(&self) -> bool {
         if self.sq.rnr_deadline.is_some() {
@@ -91,7 +100,7 @@ impl Qp {
         if e.kind.is_rd_atomic() && sq.rd_outstanding >= depth {
             return false;
         }
-        let span = ahead + SqEntry::packets_for(e.kind, e.len, self.p.pmtu());
+        let span = ahead + SqEntry::packets_for(e.kind, e.len, self.seg_mtu());
         ahead == 0 || span <= MAX_PSN_SPAN
     }
 
@@ -105,7 +114,7 @@ impl Qp {
         if !self.requester_ready() {
             return None;
         }
-        let pmtu = self.p.pmtu();
+        let pmtu = self.seg_mtu();
         let idx = self.sq.cur_idx;
         let psn = self.sq.cur_psn;
         {
@@ -179,7 +188,7 @@ impl Qp {
         env: &mut Env<'_>,
         buf: &mut [u8],
     ) -> Result<(usize, IpAddr, bool), super::memory::MemError> {
-        let pmtu = self.p.pmtu();
+        let pmtu = self.seg_mtu();
         let qp_type = self.cfg.qp_type;
         let pd = self.cfg.pd;
         let qkey = self.p.qkey;

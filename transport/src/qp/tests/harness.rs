@@ -137,7 +137,7 @@ pub struct Faults {
     pub reorder: u32,
 }
 
-type Filter = Box<dyn FnMut(Dir, &Packet<'_>) -> Fate>;
+pub type Filter = Box<dyn FnMut(Dir, &Packet<'_>) -> Fate>;
 
 struct InFlight {
     dir: Dir,
