@@ -1,1 +1,927 @@
-//! The UDP engine: owns sockets and timers, batches I/O and drives QPs.
+//! The UDP engine: owns the socket, the QP table, SRQs, completion queues
+//! and timers; batches I/O with recvmmsg/sendmmsg; verifies and fills in
+//! ICRCs; drives the sans-IO [`Qp`] state machines.
+//!
+//! One engine serves one local address (IPv4 or IPv6, or a wildcard, then
+//! the local address of each datagram comes from IP_PKTINFO). The socket is
+//! unconnected with DF set (IP_PMTUDISC_DO): Linux then sends IPv4 ID 0,
+//! and the ICRC is computed with ID 0. It sends from its own bound port
+//! (4791), not from the per-QP source port a [`Transmit`] names: an
+//! ordinary UDP socket has one source port, and RoCEv2 receivers only look
+//! at the destination port. IPv6 sends and accepts a zero UDP checksum, as
+//! rxe does.
+//!
+//! Receive path: recvmmsg batch -> (fault injector) -> [`Packet::parse`] ->
+//! ICRC check -> QP lookup by BTH DestQP -> [`Qp::handle_packet`]. Bad
+//! packets are counted and dropped; nothing from the network panics.
+//!
+//! [`Engine::run_once`] is one iteration: receive, fire timers, transmit;
+//! when there was nothing to do it spins briefly and then sleeps in
+//! `ppoll` until the socket is readable or the next timer is due.
+
+pub mod fault;
+pub mod sys;
+mod tx;
+
+use crate::qp::{
+    Completion, CqSide, Env, Memory, Qp, QpAttr, QpConfig, QpError, QpEvent, QpType, RecvSource,
+    RecvWqe, SendWqe,
+};
+use crate::wire::icrc::{self, IcrcIp};
+use crate::wire::ip::IPV4_DF;
+use crate::wire::{Packet, MAX_PACKET, ROCE_V2_PORT};
+use fault::{DelayLine, Fate, FaultConfig, FaultCounters, FaultInjector};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+use tx::Out;
+
+pub use crate::qp::Transmit;
+
+/// Engine configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineConfig {
+    /// Local address to bind (may be the unspecified address).
+    pub addr: IpAddr,
+    /// Local UDP port (4791).
+    pub port: u16,
+    /// Destination UDP port of everything sent (4791).
+    pub peer_port: u16,
+    /// Datagrams per recvmmsg/sendmmsg (1..=64).
+    pub batch: usize,
+    /// Send runs of equal-sized packets to one destination as one UDP GSO
+    /// datagram (IPv4 only; segment `i` carries IP ID `i` and its ICRC is
+    /// computed with it). Packet captures on `lo` then show the unsplit
+    /// datagrams.
+    pub gso: bool,
+    /// Receive coalesced datagrams (UDP GRO) and split them.
+    pub gro: bool,
+    /// Ask for TOS and TTL of received packets (for [`RxMeta`]).
+    pub recv_tos_ttl: bool,
+    /// SO_RCVBUF / SO_SNDBUF (forced when permitted); 0 leaves the default.
+    pub socket_buffer: usize,
+    /// How long an idle engine keeps polling before it sleeps.
+    pub spin: Duration,
+    /// Most packets one [`Engine::run_once`] sends / receives.
+    pub io_budget: usize,
+    /// Faults injected on the send path (after the ICRC is written).
+    pub fault_tx: Option<FaultConfig>,
+    /// Faults injected on the receive path (before the ICRC check).
+    pub fault_rx: Option<FaultConfig>,
+    /// First QP number handed out (QPNs are 24 bit, never 0 or 1).
+    pub first_qpn: u32,
+}
+
+impl EngineConfig {
+    /// Defaults for `addr`: port 4791, batch 32, 4 MiB socket buffers,
+    /// 50 us spin, no faults.
+    pub fn new(addr: IpAddr) -> EngineConfig {
+        EngineConfig {
+            addr,
+            port: ROCE_V2_PORT,
+            peer_port: ROCE_V2_PORT,
+            batch: 32,
+            gso: true,
+            gro: true,
+            recv_tos_ttl: true,
+            socket_buffer: 4 << 20,
+            spin: Duration::from_micros(50),
+            io_budget: 256,
+            fault_tx: None,
+            fault_rx: None,
+            first_qpn: 0x11,
+        }
+    }
+}
+
+/// Per-device counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineCounters {
+    /// Datagrams handed to the kernel.
+    pub sent_pkts: u64,
+    pub sent_bytes: u64,
+    /// Datagrams taken from the kernel.
+    pub rcvd_pkts: u64,
+    pub rcvd_bytes: u64,
+    /// Dropped: ICRC mismatch.
+    pub icrc_errors: u64,
+    /// Accepted IPv4 packets whose ICRC matched only with a non-zero IP ID
+    /// (recovered; kernel rxe and hardware peers).
+    pub icrc_nonzero_id: u64,
+    /// Dropped: not a valid IB transport packet.
+    pub parse_errors: u64,
+    /// Dropped: no QP with the BTH DestQP.
+    pub unknown_qp: u64,
+    /// Dropped: larger than any RoCE packet (or no usable source address).
+    pub truncated: u64,
+    /// Packets the QPs produced that could not be sent (address family,
+    /// refused by the kernel).
+    pub send_errors: u64,
+    /// recvmmsg / sendmmsg calls that moved something.
+    pub rx_syscalls: u64,
+    pub tx_syscalls: u64,
+    /// sendmmsg found the socket buffer full.
+    pub tx_full: u64,
+    /// QP timers that fired.
+    pub timer_fires: u64,
+    /// Times the engine went to sleep in ppoll.
+    pub sleeps: u64,
+}
+
+/// Misuse of the engine API or a socket failure.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("socket: {0}")]
+    Io(#[from] io::Error),
+    #[error("no QP {0:#x}")]
+    NoQp(u32),
+    #[error("no SRQ {0}")]
+    NoSrq(u32),
+    #[error("SRQ {0} is full")]
+    SrqFull(u32),
+    #[error("no free QP number")]
+    QpnExhausted,
+    #[error("invalid configuration: {0}")]
+    Config(&'static str),
+    #[error(transparent)]
+    Qp(#[from] QpError),
+}
+
+/// What [`Engine::create_qp`] needs besides the QP number it assigns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpSpec {
+    pub qp_type: QpType,
+    pub pd: u32,
+    pub send_cq: u32,
+    pub recv_cq: u32,
+    pub srq: Option<u32>,
+    pub sq_sig_all: bool,
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+}
+
+/// What one [`Engine::run_once`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunReport {
+    pub received: usize,
+    pub sent: usize,
+    pub timers: usize,
+    pub slept: bool,
+}
+
+impl RunReport {
+    pub fn idle(&self) -> bool {
+        self.received == 0 && self.sent == 0 && self.timers == 0
+    }
+}
+
+/// A shared receive queue: receive WQEs any of its QPs may take.
+#[derive(Debug)]
+struct Srq {
+    q: VecDeque<RecvWqe>,
+    max: usize,
+}
+
+impl RecvSource for Srq {
+    fn pop(&mut self) -> Option<RecvWqe> {
+        self.q.pop_front()
+    }
+}
+
+struct QpSlot {
+    qp: Qp,
+    send_cq: u32,
+    recv_cq: u32,
+    srq: Option<u32>,
+    /// The deadline we have a heap entry for.
+    armed: Option<Instant>,
+    /// In the transmit queue.
+    queued: bool,
+}
+
+/// Largest QPN + 1.
+const QPN_SPACE: u32 = 1 << 24;
+/// Receive slot size: any RoCE packet plus one byte to see oversize ones.
+const RX_SLOT: usize = MAX_PACKET + 64;
+const TX_SLOT: usize = MAX_PACKET + 64;
+/// Receive slot with UDP GRO: a whole coalesced datagram.
+const GRO_SLOT: usize = 65536;
+
+/// The UDP engine. See the module documentation.
+pub struct Engine<M: Memory> {
+    cfg: EngineConfig,
+    sock: Socket,
+    local: SocketAddr,
+    mem: M,
+    qps: HashMap<u32, QpSlot>,
+    srqs: HashMap<u32, Srq>,
+    cqs: HashMap<u32, VecDeque<Completion>>,
+    events: VecDeque<(u32, QpEvent)>,
+    timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    active: VecDeque<u32>,
+    due: Vec<u32>,
+    next_qpn: u32,
+    next_srq: u32,
+    rx: sys::RecvBufs,
+    tx: sys::SendBufs,
+    out: Out,
+    fault_rx: Option<FaultInjector>,
+    delay_rx: DelayLine<sys::RecvInfo>,
+    counters: EngineCounters,
+    idle_since: Option<Instant>,
+    gso: bool,
+    gro: bool,
+}
+
+impl<M: Memory> Engine<M> {
+    /// Binds the socket and sets it up; `mem` is what QPs read and write.
+    pub fn new(cfg: EngineConfig, mem: M) -> Result<Engine<M>, EngineError> {
+        if cfg.batch == 0 || cfg.batch > sys::MAX_BATCH {
+            return Err(EngineError::Config("batch must be 1..=64"));
+        }
+        if cfg.first_qpn >= QPN_SPACE {
+            return Err(EngineError::Config("first_qpn must be below 2^24"));
+        }
+        let v6 = cfg.addr.is_ipv6();
+        let domain = if v6 { Domain::IPV6 } else { Domain::IPV4 };
+        let sock = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
+        if v6 {
+            sock.set_only_v6(true)?;
+        }
+        sock.set_nonblocking(true)?;
+        let fd = sock.as_raw_fd();
+        sys::set_pmtudisc_do(fd, v6)?;
+        if v6 {
+            sys::set_no_check6(fd, true, true)?;
+        }
+        let wildcard = cfg.addr.is_unspecified();
+        if wildcard {
+            sys::set_recv_pktinfo(fd, v6)?;
+        }
+        if cfg.recv_tos_ttl {
+            sys::set_recv_tos_ttl(fd, v6)?;
+        }
+        if cfg.socket_buffer > 0 {
+            sys::set_buffers(fd, cfg.socket_buffer);
+        }
+        sock.bind(&SockAddr::from(SocketAddr::new(cfg.addr, cfg.port)))?;
+        let local = sock
+            .local_addr()?
+            .as_socket()
+            .ok_or(EngineError::Config("socket has no IP address"))?;
+        let batch = cfg.batch;
+        let gso = cfg.gso && sys::probe_udp_segment(fd) && !v6;
+        let gro = cfg.gro && sys::set_udp_gro(fd, true).is_ok();
+        let tx_slots = if gso { batch * 16 } else { batch };
+        let rx_slot = if gro { GRO_SLOT } else { RX_SLOT };
+        let out = Out::new(
+            local,
+            if wildcard { None } else { Some(cfg.addr) },
+            cfg.peer_port,
+            gso,
+            cfg.fault_tx
+                .filter(|f| !f.is_none())
+                .map(FaultInjector::new),
+            TX_SLOT,
+        );
+        Ok(Engine {
+            fault_rx: cfg
+                .fault_rx
+                .filter(|f| !f.is_none())
+                .map(FaultInjector::new),
+            next_qpn: cfg.first_qpn.max(2),
+            cfg,
+            sock,
+            local,
+            mem,
+            qps: HashMap::new(),
+            srqs: HashMap::new(),
+            cqs: HashMap::new(),
+            events: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            active: VecDeque::new(),
+            due: Vec::new(),
+            next_srq: 1,
+            rx: sys::RecvBufs::new(batch, rx_slot),
+            tx: sys::SendBufs::new(tx_slots, TX_SLOT, batch),
+            out,
+            delay_rx: DelayLine::new(RX_SLOT),
+            counters: EngineCounters::default(),
+            idle_since: None,
+            gso,
+            gro,
+        })
+    }
+
+    /// Whether UDP GSO / GRO are in use (asked for in the configuration and
+    /// accepted by the kernel; GSO is never used on IPv6, whose zero UDP
+    /// checksum the kernel does not combine with GSO).
+    pub fn offloads(&self) -> (bool, bool) {
+        (self.gso, self.gro)
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    /// The bound address and port.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    pub fn memory(&self) -> &M {
+        &self.mem
+    }
+
+    pub fn memory_mut(&mut self) -> &mut M {
+        &mut self.mem
+    }
+
+    /// Gives the memory back, closing the socket.
+    pub fn into_memory(self) -> M {
+        self.mem
+    }
+
+    pub fn counters(&self) -> &EngineCounters {
+        &self.counters
+    }
+
+    /// What the send-path and receive-path fault injectors did.
+    pub fn fault_counters(&self) -> (FaultCounters, FaultCounters) {
+        (
+            self.out
+                .fault
+                .as_ref()
+                .map(FaultInjector::counters)
+                .unwrap_or_default(),
+            self.fault_rx
+                .as_ref()
+                .map(FaultInjector::counters)
+                .unwrap_or_default(),
+        )
+    }
+
+    // ---------------------------------------------------------------- QPs
+
+    /// Creates a QP (in RESET) and returns its number.
+    pub fn create_qp(&mut self, spec: QpSpec) -> Result<u32, EngineError> {
+        if let Some(s) = spec.srq {
+            if !self.srqs.contains_key(&s) {
+                return Err(EngineError::NoSrq(s));
+            }
+        }
+        let qpn = self.alloc_qpn()?;
+        let qp = Qp::new(QpConfig {
+            qpn,
+            qp_type: spec.qp_type,
+            pd: spec.pd,
+            srq: spec.srq,
+            sq_sig_all: spec.sq_sig_all,
+            max_send_wr: spec.max_send_wr,
+            max_recv_wr: spec.max_recv_wr,
+        });
+        self.qps.insert(
+            qpn,
+            QpSlot {
+                qp,
+                send_cq: spec.send_cq,
+                recv_cq: spec.recv_cq,
+                srq: spec.srq,
+                armed: None,
+                queued: false,
+            },
+        );
+        Ok(qpn)
+    }
+
+    fn alloc_qpn(&mut self) -> Result<u32, EngineError> {
+        // At most one full turn of the 24-bit space.
+        for _ in 0..QPN_SPACE {
+            let q = self.next_qpn;
+            self.next_qpn = if q + 1 >= QPN_SPACE - 1 { 2 } else { q + 1 };
+            if (2..QPN_SPACE - 1).contains(&q) && !self.qps.contains_key(&q) {
+                return Ok(q);
+            }
+        }
+        Err(EngineError::QpnExhausted)
+    }
+
+    /// The QP (for its state and counters).
+    pub fn qp(&self, qpn: u32) -> Option<&Qp> {
+        self.qps.get(&qpn).map(|s| &s.qp)
+    }
+
+    /// QP numbers in use.
+    pub fn qpns(&self) -> impl Iterator<Item = u32> + '_ {
+        self.qps.keys().copied()
+    }
+
+    pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr) -> Result<(), EngineError> {
+        let slot = self.qps.get_mut(&qpn).ok_or(EngineError::NoQp(qpn))?;
+        let r = slot.qp.modify(attr);
+        self.after_activity(qpn);
+        r.map_err(EngineError::from)
+    }
+
+    /// Destroys a QP. Completions it already produced stay in their CQs.
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), EngineError> {
+        if !self.qps.contains_key(&qpn) {
+            return Err(EngineError::NoQp(qpn));
+        }
+        self.after_activity(qpn);
+        self.qps.remove(&qpn);
+        self.active.retain(|&q| q != qpn);
+        Ok(())
+    }
+
+    pub fn post_send(&mut self, qpn: u32, wqe: SendWqe) -> Result<(), EngineError> {
+        let slot = self.qps.get_mut(&qpn).ok_or(EngineError::NoQp(qpn))?;
+        let r = slot.qp.post_send(wqe);
+        self.after_activity(qpn);
+        r.map_err(EngineError::from)
+    }
+
+    pub fn post_recv(&mut self, qpn: u32, wqe: RecvWqe) -> Result<(), EngineError> {
+        let slot = self.qps.get_mut(&qpn).ok_or(EngineError::NoQp(qpn))?;
+        let r = slot.qp.post_recv(wqe);
+        self.after_activity(qpn);
+        r.map_err(EngineError::from)
+    }
+
+    // --------------------------------------------------------------- SRQs
+
+    /// Creates an SRQ holding at most `max_wr` receive WQEs.
+    pub fn create_srq(&mut self, max_wr: u32) -> u32 {
+        let mut id = self.next_srq;
+        // Bounded: fewer SRQs exist than u32 values.
+        for _ in 0..=self.srqs.len() {
+            if !self.srqs.contains_key(&id) && id != 0 {
+                break;
+            }
+            id = id.wrapping_add(1);
+        }
+        self.next_srq = id.wrapping_add(1);
+        self.srqs.insert(
+            id,
+            Srq {
+                q: VecDeque::new(),
+                max: max_wr as usize,
+            },
+        );
+        id
+    }
+
+    pub fn post_srq_recv(&mut self, srq: u32, wqe: RecvWqe) -> Result<(), EngineError> {
+        let s = self.srqs.get_mut(&srq).ok_or(EngineError::NoSrq(srq))?;
+        if s.q.len() >= s.max {
+            return Err(EngineError::SrqFull(srq));
+        }
+        s.q.push_back(wqe);
+        Ok(())
+    }
+
+    /// Receive WQEs waiting in an SRQ.
+    pub fn srq_len(&self, srq: u32) -> Option<usize> {
+        self.srqs.get(&srq).map(|s| s.q.len())
+    }
+
+    /// Destroys an SRQ; its QPs find no receive WQEs from then on.
+    pub fn destroy_srq(&mut self, srq: u32) -> Result<(), EngineError> {
+        self.srqs
+            .remove(&srq)
+            .map(|_| ())
+            .ok_or(EngineError::NoSrq(srq))
+    }
+
+    // ---------------------------------------------------------------- CQs
+
+    /// Takes up to `max` completions from CQ `cq`.
+    pub fn poll_cq(&mut self, cq: u32, max: usize) -> Vec<Completion> {
+        let mut v = Vec::new();
+        if let Some(q) = self.cqs.get_mut(&cq) {
+            let n = max.min(q.len());
+            v.extend(q.drain(..n));
+        }
+        v
+    }
+
+    /// Takes completions from CQ `cq` into `out`; returns how many.
+    pub fn poll_cq_into(&mut self, cq: u32, out: &mut [Completion]) -> usize {
+        let Some(q) = self.cqs.get_mut(&cq) else {
+            return 0;
+        };
+        let n = out.len().min(q.len());
+        for (o, c) in out.iter_mut().zip(q.drain(..n)) {
+            *o = c;
+        }
+        n
+    }
+
+    /// Completions waiting in CQ `cq`.
+    pub fn cq_len(&self, cq: u32) -> usize {
+        self.cqs.get(&cq).map_or(0, VecDeque::len)
+    }
+
+    /// The next asynchronous QP event.
+    pub fn poll_event(&mut self) -> Option<(u32, QpEvent)> {
+        self.events.pop_front()
+    }
+
+    // ----------------------------------------------------------- the loop
+
+    /// The socket's file descriptor (for an outer poll loop).
+    pub fn as_raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
+    /// The earliest time the engine has something to do without input.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let t = self.timers.peek().map(|Reverse((t, _))| *t);
+        [t, self.out.delay.deadline(), self.delay_rx.deadline()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Whether packets are waiting to be produced or sent.
+    pub fn has_pending_tx(&self) -> bool {
+        !self.active.is_empty() || self.tx.pending() > 0 || !self.out.delay.is_empty()
+    }
+
+    /// One iteration: receive a batch (or a few), fire due timers, transmit
+    /// what the QPs have. When nothing happened, it spins for
+    /// `config().spin` across calls and then sleeps in ppoll until the
+    /// socket is readable, the next deadline, or `timeout`, whichever comes
+    /// first (`None`: no limit of its own; `Some(ZERO)`: never sleep).
+    pub fn run_once(&mut self, timeout: Option<Duration>) -> Result<RunReport, EngineError> {
+        let mut rep = RunReport::default();
+        let now = Instant::now();
+        rep.received = self.receive(now)?;
+        let now = Instant::now();
+        rep.timers = self.fire_timers(now);
+        rep.sent = self.transmit(now);
+        if !rep.idle() {
+            self.idle_since = None;
+            return Ok(rep);
+        }
+        let now = Instant::now();
+        let since = *self.idle_since.get_or_insert(now);
+        if now.saturating_duration_since(since) < self.cfg.spin {
+            std::hint::spin_loop();
+            return Ok(rep);
+        }
+        let mut wait = timeout;
+        if let Some(d) = self.next_deadline() {
+            let until = d.saturating_duration_since(now);
+            wait = Some(wait.map_or(until, |w| w.min(until)));
+        }
+        if wait == Some(Duration::ZERO) {
+            return Ok(rep);
+        }
+        let want_out = self.tx.pending() > 0;
+        self.counters.sleeps += 1;
+        rep.slept = true;
+        sys::wait(&[(self.sock.as_raw_fd(), want_out)], wait)?;
+        // Start spinning afresh after a wake-up.
+        self.idle_since = None;
+        Ok(rep)
+    }
+
+    // ----------------------------------------------------------- receive
+
+    fn receive(&mut self, now: Instant) -> Result<usize, EngineError> {
+        let mut total = 0;
+        let rounds = self.cfg.io_budget / self.rx.capacity() + 1;
+        for _ in 0..rounds {
+            let n = match self.rx.recv(self.sock.as_raw_fd()) {
+                Ok(n) => n,
+                // ICMP errors reported on the socket are not fatal.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH)
+                    ) =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if n == 0 {
+                break;
+            }
+            self.counters.rx_syscalls += 1;
+            for i in 0..n {
+                let info = self.rx.info[i];
+                self.counters.rcvd_bytes += info.len as u64;
+                if info.truncated || info.len > self.rx.slot {
+                    self.counters.rcvd_pkts += 1;
+                    self.counters.truncated += 1;
+                    continue;
+                }
+                // Take the buffer out to process it while `self` is borrowed
+                // mutably (a move of the Vec, no copy or allocation).
+                let mut data = std::mem::take(&mut self.rx.data);
+                let at = i * self.rx.slot;
+                let dgram = &mut data[at..at + info.len];
+                let seg = info.gro_size.map_or(info.len, usize::from).max(1);
+                for p in dgram.chunks_mut(seg) {
+                    self.counters.rcvd_pkts += 1;
+                    total += 1;
+                    if p.len() > MAX_PACKET {
+                        self.counters.truncated += 1;
+                        continue;
+                    }
+                    self.rx_datagram(p, &info, now);
+                }
+                self.rx.data = data;
+            }
+            if n < self.rx.capacity() {
+                break;
+            }
+        }
+        if self.delay_rx.due(now) {
+            self.release_rx_delay(now);
+        }
+        Ok(total)
+    }
+
+    fn rx_datagram(&mut self, buf: &mut [u8], info: &sys::RecvInfo, now: Instant) {
+        let fate = match self.fault_rx.as_mut() {
+            Some(f) => f.judge(buf),
+            None => Fate::Deliver,
+        };
+        match fate {
+            Fate::Drop => return,
+            Fate::Deliver => self.process(buf, info, now),
+            Fate::Duplicate => {
+                self.process(buf, info, now);
+                self.process(buf, info, now);
+            }
+            Fate::Delay => {
+                if !self.delay_rx.hold(buf, *info, now) {
+                    if let Some(f) = self.fault_rx.as_mut() {
+                        f.delay_refused();
+                    }
+                    self.process(buf, info, now);
+                }
+                return;
+            }
+        }
+        self.delay_rx.note_passed();
+        if self.delay_rx.due(now) {
+            self.release_rx_delay(now);
+        }
+    }
+
+    fn release_rx_delay(&mut self, now: Instant) {
+        if let Some((buf, len, info)) = self.delay_rx.release() {
+            self.process(&buf[..len], &info, now);
+            self.delay_rx.restore(buf);
+        }
+    }
+
+    /// Verifies and dispatches one RoCE packet (the UDP payload).
+    fn process(&mut self, buf: &[u8], info: &sys::RecvInfo, now: Instant) {
+        let pkt = match Packet::parse(buf) {
+            Ok(p) => p,
+            Err(_) => {
+                self.counters.parse_errors += 1;
+                return;
+            }
+        };
+        let Some(dst) = info.dst.or(self.out.local_ip) else {
+            self.counters.truncated += 1;
+            return;
+        };
+        let src = info.src;
+        let lport = self.local.port();
+        let ok = match (src.ip(), dst) {
+            // Fast path for ID 0 (rxu peers); otherwise recover the ID.
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                match icrc::verify_v4_unknown_id(s, d, IPV4_DF, src.port(), lport, buf) {
+                    Ok(0) => true,
+                    Ok(_) => {
+                        self.counters.icrc_nonzero_id += 1;
+                        true
+                    }
+                    Err(_) => false,
+                }
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                icrc::verify(&IcrcIp::v6(s, d), src.port(), lport, buf).is_ok()
+            }
+            _ => false,
+        };
+        if !ok {
+            self.counters.icrc_errors += 1;
+            return;
+        }
+        let qpn = pkt.hdr.bth.dest_qpn;
+        let Some(slot) = self.qps.get_mut(&qpn) else {
+            self.counters.unknown_qp += 1;
+            return;
+        };
+        let meta = crate::qp::RxMeta {
+            src: src.ip(),
+            src_port: src.port(),
+            dst,
+            tos: info.tos.unwrap_or(0),
+            ttl: info.ttl.unwrap_or(64),
+        };
+        let srq = slot
+            .srq
+            .and_then(|id| self.srqs.get_mut(&id))
+            .map(|s| s as &mut dyn RecvSource);
+        let mut env = Env {
+            mem: &mut self.mem,
+            srq,
+        };
+        slot.qp.handle_packet(now, &pkt, &meta, &mut env);
+        self.after_activity(qpn);
+    }
+
+    // ------------------------------------------------------------ timers
+
+    fn fire_timers(&mut self, now: Instant) -> usize {
+        self.due.clear();
+        while let Some(&Reverse((t, qpn))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            if let Some(slot) = self.qps.get_mut(&qpn) {
+                if slot.armed == Some(t) {
+                    slot.armed = None;
+                    self.due.push(qpn);
+                }
+            }
+        }
+        let mut fired = 0;
+        for i in 0..self.due.len() {
+            let qpn = self.due[i];
+            let Some(slot) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            let srq = slot
+                .srq
+                .and_then(|id| self.srqs.get_mut(&id))
+                .map(|s| s as &mut dyn RecvSource);
+            let mut env = Env {
+                mem: &mut self.mem,
+                srq,
+            };
+            slot.qp.handle_timeout(now, &mut env);
+            fired += 1;
+            self.after_activity(qpn);
+        }
+        self.counters.timer_fires += fired as u64;
+        // Keep stale heap entries in check.
+        if self.timers.len() > 1024 + 8 * self.qps.len() {
+            self.timers = self
+                .qps
+                .iter()
+                .filter_map(|(&q, s)| s.armed.map(|t| Reverse((t, q))))
+                .collect();
+        }
+        fired
+    }
+
+    /// Collects what a QP produced after any call into it: completions to
+    /// their CQs, events, its timer, its place in the transmit queue.
+    fn after_activity(&mut self, qpn: u32) {
+        let Some(slot) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        while let Some(c) = slot.qp.poll_completion() {
+            let cq = match c.side {
+                CqSide::Send => slot.send_cq,
+                CqSide::Recv => slot.recv_cq,
+            };
+            self.cqs.entry(cq).or_default().push_back(c);
+        }
+        while let Some(e) = slot.qp.poll_event() {
+            self.events.push_back((qpn, e));
+        }
+        let t = slot.qp.poll_timeout();
+        if t != slot.armed {
+            slot.armed = t;
+            if let Some(t) = t {
+                self.timers.push(Reverse((t, qpn)));
+            }
+        }
+        if !slot.queued && slot.qp.has_transmit() {
+            slot.queued = true;
+            self.active.push_back(qpn);
+        }
+    }
+
+    // ---------------------------------------------------------- transmit
+
+    /// Produces and sends packets; returns how many datagrams went to the
+    /// kernel.
+    fn transmit(&mut self, now: Instant) -> usize {
+        let mut sent = 0;
+        let mut produced = 0;
+        // Bounded by the I/O budget: each round produces packets or stops.
+        for _ in 0..=self.cfg.io_budget {
+            if self.tx.pending() > 0 {
+                let before = self.tx.pending();
+                self.flush();
+                sent += before - self.tx.pending();
+                if self.tx.pending() > 0 {
+                    // Socket buffer full: try again next time.
+                    self.counters.tx_full += 1;
+                    break;
+                }
+            }
+            self.tx.reset_if_done();
+            if produced >= self.cfg.io_budget {
+                break;
+            }
+            produced += self.fill(now);
+            if self.tx.pending() == 0 {
+                break;
+            }
+        }
+        sent
+    }
+
+    /// Fills the send batch from the transmit queue; returns the number of
+    /// packets the QPs produced.
+    fn fill(&mut self, now: Instant) -> usize {
+        let mut produced = 0;
+        if self.out.delay.due(now) {
+            self.push_tx_delayed();
+        }
+        // Each QP gets a burst of at most the batch; every turn of the outer
+        // loop removes a QP from the queue (it returns only by
+        // after_activity), so the loop ends.
+        let cap = self.tx.capacity();
+        for _ in 0..cap + self.qps.len() {
+            if self.tx.is_full() {
+                break;
+            }
+            let Some(qpn) = self.active.pop_front() else {
+                break;
+            };
+            let Some(slot) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            slot.queued = false;
+            let srq = slot
+                .srq
+                .and_then(|id| self.srqs.get_mut(&id))
+                .map(|s| s as &mut dyn RecvSource);
+            let mut env = Env {
+                mem: &mut self.mem,
+                srq,
+            };
+            for _ in 0..cap {
+                let Some(i) = self.tx.free_slot() else {
+                    break;
+                };
+                let Some(t) = slot.qp.poll_transmit(now, &mut env, self.tx.slot_mut(i)) else {
+                    break;
+                };
+                produced += 1;
+                self.out.finish(&mut self.tx, i, t, &mut self.counters, now);
+            }
+            self.after_activity(qpn);
+        }
+        produced
+    }
+
+    /// Puts the held (reordered) packet into the batch, if there is room.
+    fn push_tx_delayed(&mut self) {
+        self.out.release_delayed(&mut self.tx, &mut self.counters);
+    }
+
+    /// Sends the pending part of the batch.
+    fn flush(&mut self) {
+        // Bounded: every pass sends something, skips a refused datagram, or
+        // stops on a full socket buffer.
+        for _ in 0..=self.tx.capacity() {
+            if self.tx.pending() == 0 {
+                break;
+            }
+            let start = self.tx.sent;
+            match self.tx.send(self.sock.as_raw_fd()) {
+                Ok(0) => break,
+                Ok(n) => {
+                    self.counters.tx_syscalls += 1;
+                    self.counters.sent_pkts += n as u64;
+                    for it in &self.tx.items[start..start + n] {
+                        self.counters.sent_bytes += it.len as u64;
+                    }
+                }
+                Err(_) => {
+                    self.counters.send_errors += 1;
+                }
+            }
+        }
+    }
+}

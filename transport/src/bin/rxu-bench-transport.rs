@@ -1,0 +1,442 @@
+//! Transport benchmark: RC RDMA WRITE goodput between two engines on
+//! loopback against raw UDP loopback with the same packet size and the same
+//! batching (sendmmsg/recvmmsg of the same batch size, one sender and one
+//! receiver thread), measured side by side in one run.
+//!
+//! Prints `rc_write_64k_gbps=<x>`, `udp_raw_4k_gbps=<y>`, `ratio=<x/y>`.
+//! Goodput counts message bytes: for raw UDP 4096 bytes per datagram
+//! received (each datagram is as long as a RoCE packet with 4096 bytes of
+//! payload), for RC the bytes of completed WRITEs.
+//!
+//! Options: `--secs S` (per measurement, default 3), `--rounds N` (raw and
+//! RC alternate N times, best of each is reported; default 2), `--batch B`
+//! (default 32), `--msg BYTES` (default 65536), `--inflight N` (WQEs
+//! outstanding, default 64), `--gso` / `--gro` (raw-UDP variants for the
+//! GSO/GRO experiment), `--only raw|rc`, `--a ADDR --b ADDR`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use transport::engine::sys::{self, RecvBufs, SendBufs};
+use transport::engine::{Engine, EngineConfig, QpSpec};
+use transport::qp::{
+    access, send_flags, BufferMemory, Memory, Mtu, Payload, QpAttr, QpState, QpType, SendOp,
+    SendWqe, Sge, WcStatus,
+};
+use transport::Psn;
+
+/// A RoCE packet carrying 4096 bytes: BTH (12) + 4096 + ICRC (4).
+const PKT: usize = 12 + 4096 + 4;
+const PAYLOAD: u64 = 4096;
+
+#[derive(Clone, Debug)]
+struct Opts {
+    secs: f64,
+    rounds: usize,
+    batch: usize,
+    msg: usize,
+    inflight: usize,
+    gso: bool,
+    gro: bool,
+    only: Option<String>,
+    a: IpAddr,
+    b: IpAddr,
+    port: u16,
+}
+
+fn parse() -> Result<Opts, String> {
+    let mut o = Opts {
+        secs: 3.0,
+        rounds: 2,
+        batch: 32,
+        msg: 65536,
+        inflight: 64,
+        gso: false,
+        gro: false,
+        only: None,
+        a: "127.0.0.1".parse().unwrap(),
+        b: "127.0.0.2".parse().unwrap(),
+        port: 4791,
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < args.len() {
+        let flag = args[i].as_str();
+        let mut val = || -> Result<String, String> {
+            i += 1;
+            args.get(i).cloned().ok_or(format!("{flag} needs a value"))
+        };
+        let num = |s: String| s.parse::<f64>().map_err(|e| format!("{flag}: {e}"));
+        match flag {
+            "--secs" => o.secs = num(val()?)?,
+            "--rounds" => o.rounds = num(val()?)? as usize,
+            "--batch" => o.batch = num(val()?)? as usize,
+            "--msg" => o.msg = num(val()?)? as usize,
+            "--inflight" => o.inflight = num(val()?)? as usize,
+            "--port" => o.port = num(val()?)? as u16,
+            "--gso" => o.gso = true,
+            "--gro" => o.gro = true,
+            "--only" => o.only = Some(val()?),
+            "--a" => o.a = val()?.parse().map_err(|e| format!("--a: {e}"))?,
+            "--b" => o.b = val()?.parse().map_err(|e| format!("--b: {e}"))?,
+            "-h" | "--help" => {
+                return Err("usage: rxu-bench-transport [--secs S] [--rounds N] [--batch B] [--msg BYTES] \
+                     [--inflight N] [--gso] [--gro] [--only raw|rc] [--a ADDR] [--b ADDR] [--port P]"
+                    .into())
+            }
+            _ => return Err(format!("unknown option {flag}")),
+        }
+        i += 1;
+    }
+    for ip in [o.a, o.b] {
+        if !ip.is_loopback() {
+            return Err(format!(
+                "{ip}: this benchmark only talks to loopback addresses"
+            ));
+        }
+    }
+    if o.batch == 0 || o.batch > sys::MAX_BATCH {
+        return Err("--batch must be 1..=64".into());
+    }
+    Ok(o)
+}
+
+fn udp_socket(addr: SocketAddr) -> std::io::Result<Socket> {
+    let s = Socket::new(
+        if addr.is_ipv6() {
+            Domain::IPV6
+        } else {
+            Domain::IPV4
+        },
+        Type::DGRAM,
+        Some(Protocol::UDP),
+    )?;
+    s.set_nonblocking(true)?;
+    sys::set_pmtudisc_do(s.as_raw_fd(), addr.is_ipv6())?;
+    sys::set_buffers(s.as_raw_fd(), EngineConfig::new(addr.ip()).socket_buffer);
+    s.bind(&SockAddr::from(addr))?;
+    Ok(s)
+}
+
+/// Raw UDP: one thread sends datagrams of `PKT` bytes in batches with
+/// sendmmsg, another receives them in batches with recvmmsg. Returns Gbit/s
+/// of 4096-byte payloads received.
+fn raw_udp(o: &Opts) -> Result<f64, String> {
+    let src = SocketAddr::new(o.a, o.port);
+    let dst = SocketAddr::new(o.b, o.port);
+    let rx = udp_socket(dst).map_err(|e| format!("bind {dst}: {e}"))?;
+    let tx = udp_socket(src).map_err(|e| format!("bind {src}: {e}"))?;
+    if o.gro {
+        sys::set_udp_gro(rx.as_raw_fd(), true).map_err(|e| format!("UDP_GRO: {e}"))?;
+    }
+    let segs = if o.gso { 16 } else { 1 };
+    let stop = Arc::new(AtomicBool::new(false));
+    let got = Arc::new(AtomicU64::new(0));
+    let batch = o.batch;
+    let gro = o.gro;
+    let receiver = {
+        let stop = stop.clone();
+        let got = got.clone();
+        std::thread::spawn(move || {
+            let slot = if gro { 65536 } else { PKT + 64 };
+            let mut bufs = RecvBufs::new(batch, slot);
+            let fd = rx.as_raw_fd();
+            let mut n_pkts = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                match bufs.recv(fd) {
+                    Ok(0) => {
+                        let _ = sys::wait(&[(fd, false)], Some(Duration::from_millis(5)));
+                    }
+                    Ok(n) => {
+                        for info in &bufs.info[..n] {
+                            let seg = info.gro_size.map_or(PKT, usize::from).max(1);
+                            n_pkts += info.len.div_ceil(seg) as u64;
+                        }
+                        got.store(n_pkts, Ordering::Relaxed);
+                    }
+                    Err(_) => break,
+                }
+            }
+        })
+    };
+    let sender = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            // The engine's layout: one slot per packet; with GSO, runs of
+            // slots go as one datagram.
+            let mut bufs = SendBufs::new(batch * segs, PKT + 64, batch);
+            for (i, b) in bufs.data.iter_mut().enumerate() {
+                *b = i as u8;
+            }
+            let fd = tx.as_raw_fd();
+            while !stop.load(Ordering::Relaxed) {
+                bufs.reset_if_done();
+                while bufs.free_slot().is_some() {
+                    bufs.place(PKT, dst, None, segs > 1);
+                }
+                match bufs.send(fd) {
+                    Ok(0) => {
+                        let _ = sys::wait(&[(fd, true)], Some(Duration::from_millis(5)));
+                    }
+                    Ok(_) => {}
+                    Err((_, e)) => {
+                        eprintln!("raw udp send: {e}");
+                        break;
+                    }
+                }
+            }
+        })
+    };
+    // Warm up, then measure.
+    std::thread::sleep(Duration::from_millis(200));
+    let c0 = got.load(Ordering::Relaxed);
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(o.secs));
+    let c1 = got.load(Ordering::Relaxed);
+    let dt = t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let _ = sender.join();
+    let _ = receiver.join();
+    Ok((c1 - c0) as f64 * PAYLOAD as f64 * 8.0 / dt / 1e9)
+}
+
+struct PeerInfo {
+    qpn: u32,
+    addr: IpAddr,
+    rkey: u32,
+    va: u64,
+}
+
+/// RC RDMA WRITE of `o.msg`-byte messages from an engine on `o.a` to one on
+/// `o.b`, keeping `o.inflight` WQEs outstanding. Returns goodput in Gbit/s.
+fn rc_write(o: &Opts) -> Result<f64, String> {
+    const REGION: usize = 16 << 20;
+    const VA: u64 = 0x1000_0000;
+    let (to_a, from_b) = mpsc::channel::<PeerInfo>();
+    let (to_b, from_a) = mpsc::channel::<PeerInfo>();
+    let stop = Arc::new(AtomicBool::new(false));
+    let cfg = |addr: IpAddr| {
+        let mut c = EngineConfig::new(addr);
+        c.port = o.port;
+        c.peer_port = o.port;
+        c.batch = o.batch;
+        c.spin = Duration::from_micros(200);
+        c
+    };
+    let attr_rts = |peer: &PeerInfo| {
+        [
+            QpAttr {
+                state: Some(QpState::Init),
+                access_flags: Some(access::REMOTE_WRITE | access::LOCAL_WRITE),
+                ..QpAttr::default()
+            },
+            QpAttr {
+                state: Some(QpState::Rtr),
+                path_mtu: Some(Mtu::M4096),
+                dest_qpn: Some(peer.qpn),
+                dest_addr: Some(peer.addr),
+                rq_psn: Some(Psn::new(0)),
+                max_dest_rd_atomic: Some(16),
+                min_rnr_timer: Some(12),
+                ..QpAttr::default()
+            },
+            QpAttr {
+                state: Some(QpState::Rts),
+                sq_psn: Some(Psn::new(0)),
+                timeout: Some(14),
+                retry_cnt: Some(7),
+                rnr_retry: Some(7),
+                max_rd_atomic: Some(16),
+                ..QpAttr::default()
+            },
+        ]
+    };
+    let spec = QpSpec {
+        qp_type: QpType::Rc,
+        pd: 1,
+        send_cq: 1,
+        recv_cq: 2,
+        srq: None,
+        sq_sig_all: false,
+        max_send_wr: 4096,
+        max_recv_wr: 4096,
+    };
+    // Responder.
+    let responder = {
+        let cfg = cfg(o.b);
+        let stop = stop.clone();
+        std::thread::spawn(move || -> Result<(), String> {
+            let mut mem = BufferMemory::new();
+            let rkey = mem.register(
+                1,
+                VA,
+                vec![0; REGION],
+                access::LOCAL_WRITE | access::REMOTE_WRITE,
+            );
+            let mut e =
+                Engine::new(cfg.clone(), mem).map_err(|e| format!("engine {}: {e}", cfg.addr))?;
+            let qpn = e.create_qp(spec).map_err(|e| e.to_string())?;
+            to_a.send(PeerInfo {
+                qpn,
+                addr: cfg.addr,
+                rkey,
+                va: VA,
+            })
+            .map_err(|e| e.to_string())?;
+            let peer = from_a.recv().map_err(|e| e.to_string())?;
+            for a in attr_rts(&peer) {
+                e.modify_qp(qpn, &a).map_err(|e| e.to_string())?;
+            }
+            while !stop.load(Ordering::Relaxed) {
+                e.run_once(Some(Duration::from_millis(5)))
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })
+    };
+    // Requester (this thread).
+    let mut mem = BufferMemory::new();
+    let lkey = mem.register(
+        1,
+        VA,
+        (0..REGION).map(|i| (i * 7) as u8).collect(),
+        access::LOCAL_WRITE,
+    );
+    let mut e = Engine::new(cfg(o.a), mem).map_err(|e| format!("engine {}: {e}", o.a))?;
+    let qpn = e.create_qp(spec).map_err(|e| e.to_string())?;
+    let peer = from_b.recv().map_err(|e| format!("responder: {e}"))?;
+    to_b.send(PeerInfo {
+        qpn,
+        addr: o.a,
+        rkey: 0,
+        va: 0,
+    })
+    .map_err(|e| e.to_string())?;
+    for a in attr_rts(&peer) {
+        e.modify_qp(qpn, &a).map_err(|e| e.to_string())?;
+    }
+    let msg = o.msg.min(REGION);
+    let slots = (REGION / msg).max(1);
+    let mut posted = 0u64;
+    let mut done = 0u64;
+    let mut outstanding = 0usize;
+    let mut measure: Option<(Instant, u64)> = None;
+    let start = Instant::now();
+    let warmup = Duration::from_millis(300);
+    let total = warmup + Duration::from_secs_f64(o.secs);
+    let mut result = Err("no measurement".to_string());
+    let mut comps = Vec::with_capacity(256);
+    while start.elapsed() < total {
+        while outstanding < o.inflight {
+            let off = (posted as usize % slots) * msg;
+            let wqe = SendWqe {
+                wr_id: posted,
+                op: SendOp::Write {
+                    remote_addr: peer.va + off as u64,
+                    rkey: peer.rkey,
+                },
+                flags: send_flags::SIGNALED,
+                payload: Payload::Sges(vec![Sge {
+                    addr: VA + off as u64,
+                    length: msg as u32,
+                    lkey,
+                }]),
+                ud: None,
+            };
+            e.post_send(qpn, wqe).map_err(|e| e.to_string())?;
+            posted += 1;
+            outstanding += 1;
+        }
+        e.run_once(Some(Duration::from_millis(5)))
+            .map_err(|e| e.to_string())?;
+        comps.clear();
+        comps.extend(e.poll_cq(1, 256));
+        for c in &comps {
+            if c.status != WcStatus::Success {
+                stop.store(true, Ordering::Relaxed);
+                let _ = responder.join();
+                return Err(format!("completion {}: {}", c.wr_id, c.status.verbs_name()));
+            }
+            done += 1;
+            outstanding -= 1;
+        }
+        if measure.is_none() && start.elapsed() >= warmup {
+            measure = Some((Instant::now(), done));
+        }
+    }
+    if let Some((t0, d0)) = measure {
+        let dt = t0.elapsed().as_secs_f64();
+        result = Ok((done - d0) as f64 * msg as f64 * 8.0 / dt / 1e9);
+    }
+    let c = *e.counters();
+    stop.store(true, Ordering::Relaxed);
+    match responder.join() {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => return Err(err),
+        Err(_) => return Err("responder panicked".into()),
+    }
+    eprintln!(
+        "rc: sent_pkts={} rcvd_pkts={} tx_syscalls={} rx_syscalls={} tx_full={} sleeps={} retransmitted={}",
+        c.sent_pkts,
+        c.rcvd_pkts,
+        c.tx_syscalls,
+        c.rx_syscalls,
+        c.tx_full,
+        c.sleeps,
+        e.qp(qpn).map_or(0, |q| q.counters().retransmitted_pkts)
+    );
+    let _ = e.memory_mut().read_local(1, lkey, VA, &mut [0u8; 8]);
+    result
+}
+
+fn main() {
+    let o = match parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let mut best_raw: Option<f64> = None;
+    let mut best_rc: Option<f64> = None;
+    for round in 0..o.rounds.max(1) {
+        if o.only.as_deref() != Some("rc") {
+            match raw_udp(&o) {
+                Ok(g) => {
+                    eprintln!("round {round}: udp_raw_4k_gbps={g:.3}");
+                    best_raw = Some(best_raw.map_or(g, |b: f64| b.max(g)));
+                }
+                Err(e) => {
+                    eprintln!("raw udp: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+        if o.only.as_deref() != Some("raw") {
+            match rc_write(&o) {
+                Ok(g) => {
+                    eprintln!("round {round}: rc_write_64k_gbps={g:.3}");
+                    best_rc = Some(best_rc.map_or(g, |b: f64| b.max(g)));
+                }
+                Err(e) => {
+                    eprintln!("rc write: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+    }
+    if let Some(x) = best_rc {
+        println!("rc_write_64k_gbps={x:.3}");
+    }
+    if let Some(y) = best_raw {
+        println!("udp_raw_4k_gbps={y:.3}");
+    }
+    if let (Some(x), Some(y)) = (best_rc, best_raw) {
+        println!("ratio={:.3}", if y > 0.0 { x / y } else { 0.0 });
+    }
+}

@@ -1,0 +1,371 @@
+//! A seeded fault injector for the engine's send and receive paths: drop,
+//! duplicate, reorder (delay past the next packet) and corrupt, each with
+//! its own rate, deterministic for a given seed and packet sequence.
+//!
+//! On the send path it runs after the ICRC is written, so a corrupted
+//! packet carries a stale ICRC and the receiver's check must catch it. On
+//! the receive path it runs before the ICRC check. Corruption never flips
+//! BTH byte 4 (FECN, BECN, reserved): the ICRC masks that byte, so a flip
+//! there would be no corruption the receiver could (or need) detect.
+
+use std::time::{Duration, Instant};
+
+/// Rates are probabilities per packet in `[0, 1]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FaultConfig {
+    pub seed: u64,
+    pub drop: f64,
+    pub duplicate: f64,
+    pub reorder: f64,
+    pub corrupt: f64,
+}
+
+impl FaultConfig {
+    /// No faults, seed 0.
+    pub const NONE: FaultConfig = FaultConfig {
+        seed: 0,
+        drop: 0.0,
+        duplicate: 0.0,
+        reorder: 0.0,
+        corrupt: 0.0,
+    };
+
+    /// True when no fault can happen.
+    pub fn is_none(&self) -> bool {
+        self.drop <= 0.0 && self.duplicate <= 0.0 && self.reorder <= 0.0 && self.corrupt <= 0.0
+    }
+}
+
+/// What the injector did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultCounters {
+    /// Packets judged.
+    pub seen: u64,
+    pub dropped: u64,
+    pub duplicated: u64,
+    /// Packets held back and released after a later one.
+    pub reordered: u64,
+    pub corrupted: u64,
+}
+
+/// The verdict for one packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Gone.
+    Drop,
+    /// Goes on (possibly corrupted in place).
+    Deliver,
+    /// Goes on twice.
+    Duplicate,
+    /// Hold it back; let it go after the next packet.
+    Delay,
+}
+
+/// A decision: what happens to the packet, and whether (with which random
+/// value) it gets corrupted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub fate: Fate,
+    pub corrupt: Option<u64>,
+}
+
+/// Flips one bit of `pkt` chosen by `r`: any byte but BTH byte 4 (masked
+/// by the ICRC). Packets of 5 bytes or fewer are left alone.
+pub fn corrupt(pkt: &mut [u8], r: u64) {
+    if pkt.len() <= 5 {
+        return;
+    }
+    let n = pkt.len() as u64 - 1;
+    let mut at = ((u128::from(r) * u128::from(n)) >> 64) as usize;
+    if at >= 4 {
+        at += 1;
+    }
+    pkt[at] ^= 1 << (r & 7);
+}
+
+/// SplitMix64: tiny, fast, and fully determined by its seed.
+#[derive(Clone, Debug)]
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `[0, n)` (n > 0), by multiply-shift.
+    fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+}
+
+/// Threshold for `next_u64() < t` to happen with probability `p`.
+fn threshold(p: f64) -> u64 {
+    if p.is_nan() || p <= 0.0 {
+        0
+    } else if p >= 1.0 {
+        u64::MAX
+    } else {
+        (p * 18_446_744_073_709_551_616.0) as u64
+    }
+}
+
+/// The injector for one direction.
+#[derive(Clone, Debug)]
+pub struct FaultInjector {
+    cfg: FaultConfig,
+    rng: SplitMix64,
+    t_drop: u64,
+    t_dup: u64,
+    t_reorder: u64,
+    t_corrupt: u64,
+    counters: FaultCounters,
+}
+
+impl FaultInjector {
+    pub fn new(cfg: FaultConfig) -> FaultInjector {
+        FaultInjector {
+            cfg,
+            rng: SplitMix64(cfg.seed),
+            t_drop: threshold(cfg.drop),
+            t_dup: threshold(cfg.duplicate),
+            t_reorder: threshold(cfg.reorder),
+            t_corrupt: threshold(cfg.corrupt),
+            counters: FaultCounters::default(),
+        }
+    }
+
+    pub fn config(&self) -> &FaultConfig {
+        &self.cfg
+    }
+
+    pub fn counters(&self) -> FaultCounters {
+        self.counters
+    }
+
+    /// Decides the fate of the next packet without touching it; when the
+    /// verdict says corrupt, apply [`corrupt`] with the given value once
+    /// the packet's ICRC is final. Every decision draws the same number of
+    /// random values, so the sequence of verdicts depends only on the seed
+    /// and the number of packets judged.
+    pub fn decide(&mut self) -> Verdict {
+        self.counters.seen += 1;
+        let d = self.rng.next_u64();
+        let c = self.rng.next_u64();
+        let u = self.rng.next_u64();
+        let r = self.rng.next_u64();
+        let pos = self.rng.next_u64();
+        if d < self.t_drop {
+            self.counters.dropped += 1;
+            return Verdict {
+                fate: Fate::Drop,
+                corrupt: None,
+            };
+        }
+        let corrupt = if c < self.t_corrupt {
+            self.counters.corrupted += 1;
+            Some(pos)
+        } else {
+            None
+        };
+        let fate = if u < self.t_dup {
+            self.counters.duplicated += 1;
+            Fate::Duplicate
+        } else if r < self.t_reorder {
+            self.counters.reordered += 1;
+            Fate::Delay
+        } else {
+            Fate::Deliver
+        };
+        Verdict { fate, corrupt }
+    }
+
+    /// [`FaultInjector::decide`] and [`corrupt`] in one step, for a packet
+    /// whose bytes are final (the receive path).
+    pub fn judge(&mut self, pkt: &mut [u8]) -> Fate {
+        let v = self.decide();
+        if let Some(r) = v.corrupt {
+            corrupt(pkt, r);
+        }
+        v.fate
+    }
+
+    /// The caller could not hold a packet it was told to delay and
+    /// delivered it in order instead.
+    pub fn delay_refused(&mut self) {
+        self.counters.reordered = self.counters.reordered.saturating_sub(1);
+    }
+
+    /// The caller could not deliver a duplicate.
+    pub fn duplicate_refused(&mut self) {
+        self.counters.duplicated = self.counters.duplicated.saturating_sub(1);
+    }
+
+    /// A uniform number in `[0, n)` from the injector's stream (for tests
+    /// that want reproducible choices of their own).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.rng.below(n)
+        }
+    }
+}
+
+/// One held-back packet and what the path needs to send or process it.
+#[derive(Debug)]
+pub(crate) struct DelayLine<T: Copy> {
+    buf: Vec<u8>,
+    len: usize,
+    meta: Option<T>,
+    since: Option<Instant>,
+    /// Packets that went by since it was held.
+    passed: u32,
+}
+
+/// A held packet goes at the latest this long after it was held, even if
+/// no other packet came by.
+pub(crate) const MAX_HOLD: Duration = Duration::from_micros(500);
+
+impl<T: Copy> DelayLine<T> {
+    pub fn new(cap: usize) -> Self {
+        DelayLine {
+            buf: vec![0; cap],
+            len: 0,
+            meta: None,
+            since: None,
+            passed: 0,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.meta.is_none()
+    }
+
+    /// Holds a copy of `pkt`; false if a packet is already held or it does
+    /// not fit.
+    pub fn hold(&mut self, pkt: &[u8], meta: T, now: Instant) -> bool {
+        if self.meta.is_some() || pkt.len() > self.buf.len() {
+            return false;
+        }
+        self.buf[..pkt.len()].copy_from_slice(pkt);
+        self.len = pkt.len();
+        self.meta = Some(meta);
+        self.since = Some(now);
+        self.passed = 0;
+        true
+    }
+
+    /// Another packet went by.
+    pub fn note_passed(&mut self) {
+        if self.meta.is_some() {
+            self.passed = self.passed.saturating_add(1);
+        }
+    }
+
+    /// Whether the held packet should go now.
+    pub fn due(&self, now: Instant) -> bool {
+        match (self.meta, self.since) {
+            (Some(_), Some(s)) => self.passed > 0 || now.saturating_duration_since(s) >= MAX_HOLD,
+            _ => false,
+        }
+    }
+
+    /// When the held packet must go at the latest.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.meta.and(self.since).map(|s| s + MAX_HOLD)
+    }
+
+    /// Releases the held packet: its buffer (take it, give it back with
+    /// [`DelayLine::restore`]), length and metadata.
+    pub fn release(&mut self) -> Option<(Vec<u8>, usize, T)> {
+        let meta = self.meta.take()?;
+        self.since = None;
+        Some((std::mem::take(&mut self.buf), self.len, meta))
+    }
+
+    /// Returns the buffer taken by [`DelayLine::release`].
+    pub fn restore(&mut self, buf: Vec<u8>) {
+        self.buf = buf;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deterministic_and_rates() {
+        let cfg = FaultConfig {
+            seed: 42,
+            drop: 0.01,
+            duplicate: 0.02,
+            reorder: 0.03,
+            corrupt: 0.04,
+        };
+        let mut a = FaultInjector::new(cfg);
+        let mut b = FaultInjector::new(cfg);
+        let n = 200_000;
+        for _ in 0..n {
+            let mut p1 = [0u8; 64];
+            let mut p2 = [0u8; 64];
+            assert_eq!(a.judge(&mut p1), b.judge(&mut p2));
+            assert_eq!(p1, p2);
+            assert_eq!(p1[4], 0, "byte 4 never corrupted");
+            let flipped: u32 = p1.iter().map(|b| b.count_ones()).sum();
+            assert!(flipped <= 1);
+        }
+        let c = a.counters();
+        assert_eq!(c.seen, n);
+        let near = |x: u64, p: f64| {
+            let want = p * n as f64;
+            (x as f64 - want).abs() < want * 0.15 + 10.0
+        };
+        assert!(near(c.dropped, 0.01), "{c:?}");
+        // Duplicates/reorders/corruption are judged only for undropped packets.
+        assert!(near(c.corrupted, 0.04 * 0.99), "{c:?}");
+        assert!(near(c.duplicated, 0.02 * 0.99), "{c:?}");
+        assert!(near(c.reordered, 0.03 * 0.99 * 0.98), "{c:?}");
+        let mut z = FaultInjector::new(FaultConfig::NONE);
+        let mut p = [7u8; 16];
+        for _ in 0..1000 {
+            assert_eq!(z.judge(&mut p), Fate::Deliver);
+        }
+        assert_eq!(p, [7u8; 16]);
+    }
+
+    #[test]
+    fn other_seed_other_fates() {
+        let mk = |seed| {
+            let mut f = FaultInjector::new(FaultConfig {
+                seed,
+                drop: 0.5,
+                ..FaultConfig::NONE
+            });
+            (0..64)
+                .map(|_| f.judge(&mut [0u8; 8]) == Fate::Drop)
+                .collect::<Vec<_>>()
+        };
+        assert_ne!(mk(1), mk(2));
+        assert_eq!(mk(3), mk(3));
+    }
+
+    #[test]
+    fn delay_line() {
+        let t0 = Instant::now();
+        let mut d = DelayLine::<u8>::new(16);
+        assert!(d.hold(&[1, 2, 3], 9, t0));
+        assert!(!d.hold(&[4], 1, t0));
+        assert!(!d.due(t0));
+        d.note_passed();
+        assert!(d.due(t0));
+        let (buf, len, m) = d.release().unwrap();
+        assert_eq!((&buf[..len], m), (&[1u8, 2, 3][..], 9));
+        d.restore(buf);
+        assert!(d.is_empty());
+        assert!(d.hold(&[5], 2, t0));
+        assert!(d.due(t0 + MAX_HOLD));
+    }
+}

@@ -1,0 +1,240 @@
+//! The engine's receive path against hand-made datagrams from a plain UDP
+//! socket: what it accepts, what it counts and drops, IPv6 with a zero UDP
+//! checksum, sleeping when idle, QP numbers. Needs no QP state machine.
+
+mod common;
+
+use common::*;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+use transport::engine::sys;
+use transport::qp::QpType;
+use transport::wire::icrc::{fill_icrc, IcrcIp};
+use transport::wire::ip::IPV4_DF;
+use transport::wire::packet::emit_packet;
+use transport::wire::{Bth, Headers, Opcode, MAX_PACKET};
+use transport::Psn;
+
+/// An RC SEND ONLY to `qpn` with `payload`, ICRC computed for `ip`.
+fn send_only(qpn: u32, payload: &[u8], ip: &IcrcIp, sport: u16, dport: u16) -> Vec<u8> {
+    let h = Headers {
+        bth: Bth {
+            opcode: Opcode::RC_SEND_ONLY,
+            dest_qpn: qpn,
+            psn: Psn::new(7),
+            ack_req: true,
+            ..Bth::default()
+        },
+        ..Headers::default()
+    };
+    let mut buf = vec![0u8; MAX_PACKET];
+    let n = emit_packet(&h, payload, &mut buf).expect("emit");
+    buf.truncate(n);
+    fill_icrc(ip, sport, dport, &mut buf).expect("icrc");
+    buf
+}
+
+/// A plain UDP socket as a sender; DF set like any RoCE sender.
+fn sender(addr: SocketAddr) -> UdpSocket {
+    let s = UdpSocket::bind(addr).unwrap_or_else(|e| panic!("bind {addr}: {e}"));
+    sys::set_pmtudisc_do(s.as_raw_fd(), addr.is_ipv6()).expect("DF");
+    s
+}
+
+/// Runs the engine until it has taken `n` datagrams (or 5 s passed).
+fn pump_until_rcvd(e: &mut Eng, n: u64) {
+    let d = Deadline::after(Duration::from_secs(5));
+    while e.counters().rcvd_pkts < n {
+        e.run_once(Some(Duration::from_millis(10)))
+            .expect("run_once");
+        d.check(|| format!("received {:?}", e.counters()));
+    }
+}
+
+#[test]
+fn bad_packets_are_counted_and_dropped() {
+    let mut e = engine("127.0.0.40", |_| {});
+    let s = sender("127.0.0.41:4791".parse().unwrap());
+    let (src, dst) = ("127.0.0.41".parse().unwrap(), "127.0.0.40".parse().unwrap());
+    let to = e.local_addr();
+    let good = send_only(
+        0x12_3456,
+        b"hello, world!",
+        &IcrcIp::v4(src, dst),
+        4791,
+        4791,
+    );
+    // A sender whose IP ID is not 0 (like kernel rxe): still accepted.
+    let id = IcrcIp::V4 {
+        src,
+        dst,
+        id: 0x1234,
+        flags_frag: IPV4_DF,
+    };
+    let rxe_like = send_only(0x12_3456, b"hello, world!", &id, 4791, 4791);
+    let mut flipped = good.clone();
+    flipped[14] ^= 0x10;
+    let mut tver = good.clone();
+    tver[1] |= 1;
+    let mut unknown_op = good.clone();
+    unknown_op[0] = 0xff;
+    let huge = vec![0u8; MAX_PACKET + 100];
+    for p in [
+        good,
+        rxe_like,
+        flipped,
+        b"abc".to_vec(),
+        tver,
+        unknown_op,
+        huge,
+    ] {
+        s.send_to(&p, to).expect("send");
+    }
+    pump_until_rcvd(&mut e, 7);
+    let c = *e.counters();
+    assert_eq!(c.unknown_qp, 2, "{c:?}");
+    assert_eq!(c.icrc_nonzero_id, 1, "{c:?}");
+    assert_eq!(c.icrc_errors, 1, "{c:?}");
+    assert_eq!(c.parse_errors, 3, "{c:?}");
+    assert_eq!(c.truncated, 1, "{c:?}");
+}
+
+#[test]
+fn every_single_bit_flip_is_caught() {
+    let mut e = engine("127.0.0.42", |_| {});
+    let s = sender("127.0.0.43:4791".parse().unwrap());
+    let (src, dst) = ("127.0.0.43".parse().unwrap(), "127.0.0.42".parse().unwrap());
+    let good = send_only(0x4321, &[0x5a; 37], &IcrcIp::v4(src, dst), 4791, 4791);
+    let mut sent = 0;
+    for byte in 0..good.len() {
+        if byte == 4 {
+            // BTH byte 4 (FECN/BECN/reserved) is masked by the ICRC.
+            continue;
+        }
+        for bit in 0..8 {
+            let mut p = good.clone();
+            p[byte] ^= 1 << bit;
+            s.send_to(&p, e.local_addr()).expect("send");
+            sent += 1;
+            if sent % 64 == 0 {
+                pump_until_rcvd(&mut e, sent);
+            }
+        }
+    }
+    pump_until_rcvd(&mut e, sent);
+    let c = *e.counters();
+    // A flip either breaks the parse or the ICRC; it never reaches a QP.
+    assert_eq!(c.unknown_qp, 0, "{c:?}");
+    assert_eq!(c.icrc_errors + c.parse_errors, sent, "{c:?}");
+}
+
+#[test]
+fn ipv6_zero_udp_checksum_accepted() {
+    // Both ends on ::1, told apart by port.
+    let mut e = engine("::1", |c| {
+        c.port = 4793;
+        c.peer_port = 4794;
+    });
+    let s = sender("[::1]:4794".parse().unwrap());
+    // Zero UDP checksum on send, as rxe and ConnectX do over IPv6.
+    sys::set_no_check6(s.as_raw_fd(), true, true).expect("UDP_NO_CHECK6_TX");
+    let lo: IpAddr = "::1".parse().unwrap();
+    let ip = match lo {
+        IpAddr::V6(a) => IcrcIp::v6(a, a),
+        IpAddr::V4(_) => unreachable!(),
+    };
+    let p = send_only(0x77, b"over ipv6", &ip, 4794, 4793);
+    s.send_to(&p, e.local_addr()).expect("send");
+    // And a normal, checksummed one.
+    let s2 = sender("[::1]:0".parse().unwrap());
+    let port2 = s2.local_addr().unwrap().port();
+    let p2 = send_only(0x77, b"checksummed", &ip, port2, 4793);
+    s2.send_to(&p2, e.local_addr()).expect("send");
+    pump_until_rcvd(&mut e, 2);
+    let c = *e.counters();
+    assert_eq!(c.unknown_qp, 2, "{c:?}");
+    assert_eq!(c.icrc_errors, 0, "{c:?}");
+}
+
+#[test]
+fn idle_engine_sleeps_and_wakes_for_a_packet() {
+    let mut e = engine("127.0.0.44", |c| c.spin = Duration::from_micros(100));
+    // Idle: spins ~100 us, then sleeps for the rest of the timeout.
+    let t0 = Instant::now();
+    let mut slept = false;
+    while t0.elapsed() < Duration::from_secs(2) {
+        let r = e
+            .run_once(Some(Duration::from_millis(30)))
+            .expect("run_once");
+        if r.slept {
+            slept = true;
+            break;
+        }
+    }
+    let dt = t0.elapsed();
+    assert!(slept, "never slept");
+    assert!(dt >= Duration::from_millis(25), "woke early: {dt:?}");
+    assert!(dt < Duration::from_millis(500), "slept too long: {dt:?}");
+    // A packet wakes a sleeping engine long before its timeout.
+    let to = e.local_addr();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        let s = sender("127.0.0.45:4791".parse().unwrap());
+        s.send_to(b"wake up", to).expect("send");
+    });
+    let t0 = Instant::now();
+    while e.counters().rcvd_pkts == 0 && t0.elapsed() < Duration::from_secs(5) {
+        e.run_once(Some(Duration::from_secs(3))).expect("run_once");
+    }
+    t.join().unwrap();
+    let dt = t0.elapsed();
+    assert_eq!(e.counters().rcvd_pkts, 1);
+    assert!(
+        dt < Duration::from_millis(1500),
+        "a packet did not wake the engine: {dt:?}"
+    );
+}
+
+#[test]
+fn qp_numbers_are_24_bit_unique_and_never_0_or_1() {
+    let mut e = engine("127.0.0.46", |c| c.first_qpn = 0xFF_FFFC);
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..8 {
+        let q = e.create_qp(spec(QpType::Rc)).expect("create_qp");
+        assert!((2..0xFF_FFFF).contains(&q), "{q:#x}");
+        assert!(seen.insert(q), "{q:#x} twice");
+    }
+    let mut v: Vec<u32> = seen.into_iter().collect();
+    v.sort();
+    assert_eq!(v, vec![2, 3, 4, 5, 6, 0xFF_FFFC, 0xFF_FFFD, 0xFF_FFFE]);
+    let srq = e.create_srq(2);
+    assert!(e
+        .post_srq_recv(
+            srq,
+            transport::qp::RecvWqe {
+                wr_id: 1,
+                sges: vec![]
+            }
+        )
+        .is_ok());
+    assert!(e
+        .post_srq_recv(
+            srq,
+            transport::qp::RecvWqe {
+                wr_id: 2,
+                sges: vec![]
+            }
+        )
+        .is_ok());
+    assert!(e
+        .post_srq_recv(
+            srq,
+            transport::qp::RecvWqe {
+                wr_id: 3,
+                sges: vec![]
+            }
+        )
+        .is_err());
+    assert_eq!(e.srq_len(srq), Some(2));
+}
