@@ -22,10 +22,11 @@
 //! where `k` is the number of bytes after the ID field and `id(x)` is the
 //! 16-bit ID as a polynomial. Multiplication by `x` is invertible modulo `P`
 //! (its constant term is 1), so [`verify_v4_unknown_id`] computes
-//! `(found ^ crc(0)) * x^-(32 + 8k) mod P` with a table of `x^-(2^i)` and a
-//! handful of carry-less multiplications, and accepts iff the result has
+//! `(found ^ crc(0)) * x^-(32 + 8k) mod P` and accepts iff the result has
 //! degree < 16 — that result *is* the sender's ID, which it returns. No
-//! per-length table, no elimination, no allocation.
+//! Gaussian elimination: the inverse shift `x^-(32 + 8k)` comes from a table
+//! of `x^-(2^i)` and is cached per length in a static table of atomics, so
+//! the solve is one 32x32 carry-less multiply mod P. No allocation.
 //!
 //! What the receiver gives up, stated honestly: the 16 ID bits are now
 //! unknowns, so the 32-bit check keeps 16 bits of evidence.
@@ -254,15 +255,17 @@ pub fn verify_v4_unknown_id(
 /// crc32fast and zlib use: bit 31 holds the coefficient of x^0, bit 0 that
 /// of x^31.
 mod gf2 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// Bytes after the IPv4 ID: 14 of IP header, 8 of UDP, then the packet.
+    const CACHED: usize = 14 + 8 + crate::wire::MAX_PACKET + 1;
+
     const POLY: u32 = 0xEDB8_8320;
     const ONE: u32 = 0x8000_0000;
 
+    /// b * x mod P: a right shift, reduced when x^31 falls off.
     const fn times_x(b: u32) -> u32 {
-        if b & 1 != 0 {
-            (b >> 1) ^ POLY
-        } else {
-            b >> 1
-        }
+        (b >> 1) ^ (POLY & 0u32.wrapping_sub(b & 1))
     }
 
     /// Inverse of `times_x` (x is a unit because P has a constant term).
@@ -274,14 +277,12 @@ mod gf2 {
         }
     }
 
-    /// a * b mod P.
+    /// a * b mod P. Branch-free: the solve sits on the receive path.
     pub(super) const fn mul(a: u32, mut b: u32) -> u32 {
         let mut p = 0;
         let mut i = 0;
         while i < 32 {
-            if a & (ONE >> i) != 0 {
-                p ^= b;
-            }
+            p ^= b & 0u32.wrapping_sub((a >> (31 - i)) & 1);
             b = times_x(b);
             i += 1;
         }
@@ -313,12 +314,30 @@ mod gf2 {
         r
     }
 
+    /// `x^-(32 + 8 after)`, cached per `after` for every length a packet
+    /// of at most MAX_PACKET bytes can give (0 = not yet computed: x^-n is
+    /// a unit, never 0). Races only compute the same value twice.
+    fn unshift(after: u32) -> Option<u32> {
+        static CACHE: [AtomicU32; CACHED] = [const { AtomicU32::new(0) }; CACHED];
+        let compute = || Some(x_pow_neg(after.checked_mul(8)?.checked_add(32)?));
+        let Some(slot) = CACHE.get(after as usize) else {
+            return compute();
+        };
+        match slot.load(Ordering::Relaxed) {
+            0 => {
+                let v = compute()?;
+                slot.store(v, Ordering::Relaxed);
+                Some(v)
+            }
+            v => Some(v),
+        }
+    }
+
     /// Given `delta = crc(id) ^ crc(0)` for a 2-byte field followed by
     /// `after` bytes, returns the field (big-endian u16) if one exists.
     pub(super) fn solve_id(delta: u32, after: u32) -> Option<u16> {
         // delta = id(x) * x^(32 + 8 after); undo the shift.
-        let shift = after.checked_mul(8)?.checked_add(32)?;
-        let r = mul(delta, x_pow_neg(shift));
+        let r = mul(delta, unshift(after)?);
         // id(x) has degree < 16: coefficients x^16..x^31 (bits 15..0) are 0.
         if r & 0xffff != 0 {
             return None;
