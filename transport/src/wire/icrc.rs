@@ -38,8 +38,9 @@
 //!   first `m` with `deg(x^-m mod P) < 16` is m = 214 135 bits).
 //! * Any other corruption whose CRC syndrome is uniformly distributed (e.g.
 //!   a multi-bit error) is accepted with probability 2^-16 instead of 2^-32.
-//!   For example, of the ~1.06 M single-byte error patterns (any non-zero
-//!   XOR into one byte) over a 4 170-byte packet, 21 would pass.
+//!   For example, of the 1 063 350 single-byte error patterns (any non-zero
+//!   XOR into one of the 4 170 bytes after the ID), 21 would pass (a test
+//!   counts them); with a known ID none would.
 //!
 //! The engine sends with ID 0 and DF (an unconnected DF UDP socket gets ID 0
 //! from Linux), so [`verify_v4_unknown_id`] takes the fast path (one CRC, a
@@ -570,6 +571,28 @@ mod tests {
             }
         }
         assert_eq!(first_escape, Some(214_135));
+    }
+
+    /// The count quoted in the module docs.
+    #[test]
+    fn single_byte_error_escapes() {
+        const BYTES: usize = 4170;
+        // x^-m for a bit m positions after the ID field's last bit.
+        let mut v = vec![0u32; 8 * BYTES + 1];
+        v[0] = gf2::one();
+        for m in 1..v.len() {
+            v[m] = gf2::div_x(v[m - 1]);
+        }
+        let mut escapes = 0;
+        for j in 0..BYTES {
+            let mut acc = 0u32;
+            for g in 1u32..256 {
+                // Gray code: one more bit of the pattern changes each step.
+                acc ^= v[8 * j + 1 + g.trailing_zeros() as usize];
+                escapes += usize::from(acc & 0xffff == 0);
+            }
+        }
+        assert_eq!(escapes, 21);
     }
 
     #[test]
