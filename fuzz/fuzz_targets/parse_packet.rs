@@ -30,7 +30,12 @@ fuzz_target!(|data: &[u8]| {
     let b = Ipv4Addr::new(10, 0, 0, 2);
     let _ = icrc::verify(&IcrcIp::v4(a, b), 49152, 4791, data);
     let _ = icrc::verify_v4_unknown_id(a, b, IPV4_DF, 49152, 4791, data);
-    let _ = icrc::icrc(&IcrcIp::v6(a.to_ipv6_mapped(), b.to_ipv6_mapped()), 1, 4791, data);
+    let _ = icrc::icrc(
+        &IcrcIp::v6(a.to_ipv6_mapped(), b.to_ipv6_mapped()),
+        1,
+        4791,
+        data,
+    );
     let mut m = data.to_vec();
     if icrc::fill_icrc(&IcrcIp::v4(a, b), 1, 4791, &mut m).is_ok() {
         icrc::verify(&IcrcIp::v4(a, b), 1, 4791, &m).expect("filled ICRC verifies");
