@@ -277,6 +277,18 @@ impl Qp {
     pub fn send_queue_len(&self) -> usize {
         self.sq.entries.len()
     }
+    /// Receive WQEs posted to this QP's own RQ and not yet used.
+    pub fn recv_queue_len(&self) -> usize {
+        self.rq.len()
+    }
+    /// First PSN the requester still waits to have answered.
+    pub fn sq_comp_psn(&self) -> Psn {
+        self.sq.comp_psn
+    }
+    /// PSN the responder expects next.
+    pub fn rq_expected_psn(&self) -> Psn {
+        self.resp.epsn
+    }
 
     pub fn modify(&mut self, a: &QpAttr) -> Result<(), QpError> {
         let bad = |c: bool, what| {
