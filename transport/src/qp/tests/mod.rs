@@ -4,6 +4,7 @@
 
 mod harness;
 
+mod bench;
 mod errors;
 mod prop;
 mod rc_basic;
