@@ -830,3 +830,63 @@ fn sge_lists_and_inline() {
     assert_eq!(&ad[0x900..0x903], &d[0..3]);
     assert_eq!(&ad[0xa00..0xa00 + 600], &d[3..603]);
 }
+
+#[test]
+fn rc_over_ipv6() {
+    let mut h = Harness::new(&Setup {
+        v6: true,
+        ..Setup::default()
+    });
+    let a = h.a.reg(0x1000, 8192, access::LOCAL_WRITE, pat(14));
+    let b = h.b.reg(0x1000, 8192, ALL, pat(15));
+    h.b.qp
+        .post_recv(recv(1, vec![sge(0x1000, 8192, b)]))
+        .unwrap();
+    h.a.qp
+        .post_send(wqe(1, SendOp::Send, vec![sge(0x1000, 5000, a)]))
+        .unwrap();
+    h.a.qp
+        .post_send(wqe(
+            2,
+            SendOp::Read {
+                remote_addr: 0x1800,
+                rkey: b,
+            },
+            vec![sge(0x1800, 100, a)],
+        ))
+        .unwrap();
+    h.run();
+    assert_ok_in_order(&h.a.cq(CqSide::Send), &[1, 2]);
+    assert_ok_in_order(&h.b.cq(CqSide::Recv), &[1]);
+    assert_eq!(h.b.qp.counters().dropped_pkts, 0);
+}
+
+#[test]
+fn responder_back_pressure_drops_and_recovers() {
+    let mut h = Harness::new(&Setup {
+        timeout: 8,
+        ..Setup::default()
+    });
+    h.b.qp.set_tuning(QpTuning {
+        max_pending_responses: 2,
+        ..QpTuning::default()
+    });
+    let a = h.a.reg(0x1000, 8192, access::LOCAL_WRITE, |_| 0);
+    let b = h.b.reg(0x1000, 8192, ALL, pat(16));
+    for i in 0..6u64 {
+        h.a.qp
+            .post_send(wqe(
+                i,
+                SendOp::Read {
+                    remote_addr: 0x1000 + i * 512,
+                    rkey: b,
+                },
+                vec![sge(0x1000 + i * 512, 512, a)],
+            ))
+            .unwrap();
+    }
+    h.run();
+    assert_ok_in_order(&h.a.cq(CqSide::Send), &(0..6).collect::<Vec<_>>());
+    assert_eq!(&h.a.bytes(a)[..3072], &h.b.bytes(b)[..3072]);
+    assert!(h.b.qp.counters().dropped_pkts > 0);
+}

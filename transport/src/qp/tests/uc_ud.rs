@@ -329,3 +329,40 @@ fn ud_srq_too_small_completes_in_error() {
     assert_eq!(st, vec![(1, WcStatus::LocLenErr), (2, WcStatus::Success)]);
     assert_eq!(h.b.qp.state(), QpState::Rts);
 }
+
+#[test]
+fn ud_payload_above_the_port_mtu_is_dropped() {
+    let mut h = ud(false);
+    h.b.qp.set_tuning(QpTuning {
+        port_mtu: Mtu::M1024,
+        ..QpTuning::default()
+    });
+    let a = h.a.reg(0x1000, 8192, 0, pat(67));
+    let b = h.b.reg(0x8000, 8192, access::LOCAL_WRITE, |_| 0);
+    h.b.qp
+        .post_recv(recv(1, vec![sge(0x8000, 8192, b)]))
+        .unwrap();
+    h.a.qp
+        .post_send(ud_wqe(
+            &h,
+            1,
+            SendOp::Send,
+            vec![sge(0x1000, 2048, a)],
+            QKEY,
+        ))
+        .unwrap();
+    h.a.qp
+        .post_send(ud_wqe(
+            &h,
+            2,
+            SendOp::Send,
+            vec![sge(0x1000, 1024, a)],
+            QKEY,
+        ))
+        .unwrap();
+    h.run();
+    assert_ok_in_order(&h.a.cqes, &[1, 2]);
+    assert_ok_in_order(&h.b.cqes, &[1]);
+    assert_eq!(h.b.cqes[0].byte_len, 40 + 1024);
+    assert_eq!(h.b.qp.counters().dropped_pkts, 1);
+}
