@@ -24,8 +24,8 @@ pub mod sys;
 mod tx;
 
 use crate::qp::{
-    Completion, CqSide, Env, Memory, Qp, QpAttr, QpConfig, QpError, QpEvent, QpType, RecvSource,
-    RecvWqe, SendWqe,
+    Completion, CqSide, Env, Memory, Qp, QpAttr, QpConfig, QpError, QpEvent, QpTuning, QpType,
+    RecvSource, RecvWqe, SendWqe,
 };
 use crate::wire::icrc::{self, IcrcIp};
 use crate::wire::ip::IPV4_DF;
@@ -64,7 +64,10 @@ pub struct EngineConfig {
     pub recv_tos_ttl: bool,
     /// SO_RCVBUF / SO_SNDBUF (forced when permitted); 0 leaves the default.
     pub socket_buffer: usize,
-    /// How long an idle engine keeps polling before it sleeps.
+    /// Longest an idle engine keeps polling before it sleeps. Within it
+    /// the engine adapts: the spin doubles when work turned up while it
+    /// spun and halves when it had to sleep anyway (on 2 shared cores a
+    /// long fixed spin only takes the CPU from the peer it waits for).
     pub spin: Duration,
     /// Most packets one [`Engine::run_once`] sends / receives.
     pub io_budget: usize,
@@ -233,6 +236,8 @@ pub struct Engine<M: Memory> {
     delay_rx: DelayLine<sys::RecvInfo>,
     counters: EngineCounters,
     idle_since: Option<Instant>,
+    /// Current spin budget, adapted within `cfg.spin`.
+    spin: Duration,
     gso: bool,
     gro: bool,
 }
@@ -274,8 +279,11 @@ impl<M: Memory> Engine<M> {
             .as_socket()
             .ok_or(EngineError::Config("socket has no IP address"))?;
         let batch = cfg.batch;
+        let cfg_spin = cfg.spin;
         let gso = cfg.gso && sys::probe_udp_segment(fd) && !v6;
         let gro = cfg.gro && sys::set_udp_gro(fd, true).is_ok();
+        // With GSO a datagram carries up to 15 full-sized packets: room for
+        // 16 packets per datagram of the batch.
         let tx_slots = if gso { batch * 16 } else { batch };
         let rx_slot = if gro { GRO_SLOT } else { RX_SLOT };
         let out = Out::new(
@@ -312,6 +320,7 @@ impl<M: Memory> Engine<M> {
             delay_rx: DelayLine::new(RX_SLOT),
             counters: EngineCounters::default(),
             idle_since: None,
+            spin: cfg_spin,
             gso,
             gro,
         })
@@ -413,6 +422,14 @@ impl<M: Memory> Engine<M> {
     /// The QP (for its state and counters).
     pub fn qp(&self, qpn: u32) -> Option<&Qp> {
         self.qps.get(&qpn).map(|s| &s.qp)
+    }
+
+    /// Replaces a QP's transport tuning (window, ACK interval, ...).
+    pub fn set_qp_tuning(&mut self, qpn: u32, t: QpTuning) -> Result<(), EngineError> {
+        let slot = self.qps.get_mut(&qpn).ok_or(EngineError::NoQp(qpn))?;
+        slot.qp.set_tuning(t);
+        self.after_activity(qpn);
+        Ok(())
     }
 
     /// QP numbers in use.
@@ -559,18 +576,32 @@ impl<M: Memory> Engine<M> {
     /// first (`None`: no limit of its own; `Some(ZERO)`: never sleep).
     pub fn run_once(&mut self, timeout: Option<Duration>) -> Result<RunReport, EngineError> {
         let mut rep = RunReport::default();
-        let now = Instant::now();
-        rep.received = self.receive(now)?;
-        let now = Instant::now();
+        let mut now = Instant::now();
         rep.timers = self.fire_timers(now);
-        rep.sent = self.transmit(now);
+        // Receive a batch, send what it produced (ACKs, responses, a window
+        // that just opened), repeat: what one side produces goes out
+        // while the peer is still busy with the previous batch.
+        let rounds = self.cfg.io_budget.div_ceil(self.cfg.batch).max(1);
+        for _ in 0..rounds {
+            let r = self.receive(now)?;
+            let s = self.transmit(now);
+            rep.received += r;
+            rep.sent += s;
+            if r == 0 && s == 0 {
+                break;
+            }
+            now = Instant::now();
+        }
         if !rep.idle() {
-            self.idle_since = None;
+            if self.idle_since.take().is_some() {
+                // Work turned up while we spun: spinning pays, spin longer.
+                self.spin = (self.spin * 2).clamp(Duration::from_micros(1), self.cfg.spin);
+            }
             return Ok(rep);
         }
         let now = Instant::now();
         let since = *self.idle_since.get_or_insert(now);
-        if now.saturating_duration_since(since) < self.cfg.spin {
+        if now.saturating_duration_since(since) < self.spin {
             std::hint::spin_loop();
             return Ok(rep);
         }
@@ -582,66 +613,68 @@ impl<M: Memory> Engine<M> {
         if wait == Some(Duration::ZERO) {
             return Ok(rep);
         }
+        // Spun for nothing: spin less next time.
+        self.spin /= 2;
         let want_out = self.tx.pending() > 0;
         self.counters.sleeps += 1;
         rep.slept = true;
         sys::wait(&[(self.sock.as_raw_fd(), want_out)], wait)?;
-        // Start spinning afresh after a wake-up.
         self.idle_since = None;
         Ok(rep)
     }
 
     // ----------------------------------------------------------- receive
 
+    /// One recvmmsg and what it brought; returns the packets taken.
     fn receive(&mut self, now: Instant) -> Result<usize, EngineError> {
         let mut total = 0;
-        let rounds = self.cfg.io_budget / self.rx.capacity() + 1;
-        for _ in 0..rounds {
-            let n = match self.rx.recv(self.sock.as_raw_fd()) {
-                Ok(n) => n,
-                // ICMP errors reported on the socket are not fatal.
+        // A reported ICMP error is not fatal; try once more.
+        let mut n = 0;
+        for _ in 0..2 {
+            match self.rx.recv(self.sock.as_raw_fd()) {
+                Ok(k) => {
+                    n = k;
+                    break;
+                }
                 Err(e)
                     if matches!(
                         e.raw_os_error(),
                         Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH)
-                    ) =>
-                {
-                    continue
-                }
+                    ) => {}
                 Err(e) => return Err(e.into()),
-            };
-            if n == 0 {
-                break;
             }
+        }
+        if n > 0 {
             self.counters.rx_syscalls += 1;
-            for i in 0..n {
-                let info = self.rx.info[i];
-                self.counters.rcvd_bytes += info.len as u64;
-                if info.truncated || info.len > self.rx.slot {
-                    self.counters.rcvd_pkts += 1;
+        }
+        for i in 0..n {
+            let info = self.rx.info[i];
+            self.counters.rcvd_bytes += info.len as u64;
+            if info.truncated || info.len > self.rx.slot {
+                self.counters.rcvd_pkts += 1;
+                self.counters.truncated += 1;
+                continue;
+            }
+            // Take the buffer out to process it while `self` is borrowed
+            // mutably (a move of the Vec, no copy or allocation).
+            let mut data = std::mem::take(&mut self.rx.data);
+            let at = i * self.rx.slot;
+            let dgram = &mut data[at..at + info.len];
+            let seg = info.gro_size.map_or(info.len, usize::from).max(1);
+            for (k, p) in dgram.chunks_mut(seg).enumerate() {
+                self.counters.rcvd_pkts += 1;
+                total += 1;
+                if p.len() > MAX_PACKET {
                     self.counters.truncated += 1;
                     continue;
                 }
-                // Take the buffer out to process it while `self` is borrowed
-                // mutably (a move of the Vec, no copy or allocation).
-                let mut data = std::mem::take(&mut self.rx.data);
-                let at = i * self.rx.slot;
-                let dgram = &mut data[at..at + info.len];
-                let seg = info.gro_size.map_or(info.len, usize::from).max(1);
-                for p in dgram.chunks_mut(seg) {
-                    self.counters.rcvd_pkts += 1;
-                    total += 1;
-                    if p.len() > MAX_PACKET {
-                        self.counters.truncated += 1;
-                        continue;
-                    }
-                    self.rx_datagram(p, &info, now);
-                }
-                self.rx.data = data;
+                let info = sys::RecvInfo {
+                    seg: k as u16,
+                    ..info
+                };
+                self.rx_datagram(p, &info, now);
             }
-            if n < self.rx.capacity() {
-                break;
-            }
+            self.rx.data = data;
         }
         if self.delay_rx.due(now) {
             self.release_rx_delay(now);
@@ -700,16 +733,33 @@ impl<M: Memory> Engine<M> {
         let src = info.src;
         let lport = self.local.port();
         let ok = match (src.ip(), dst) {
-            // Fast path for ID 0 (rxu peers); otherwise recover the ID.
             (IpAddr::V4(s), IpAddr::V4(d)) => {
-                match icrc::verify_v4_unknown_id(s, d, IPV4_DF, src.port(), lport, buf) {
-                    Ok(0) => true,
-                    Ok(_) => {
-                        self.counters.icrc_nonzero_id += 1;
-                        true
+                // Segment k of a GRO datagram from an rxu GSO sender carries
+                // IP ID k: check that exactly first (full 32-bit strength).
+                // Otherwise (ID 0 on the fast path, or a peer such as rxe
+                // with IDs of its own) recover the ID from the ICRC.
+                let exact = info.seg != 0
+                    && icrc::verify(
+                        &IcrcIp::V4 {
+                            src: s,
+                            dst: d,
+                            id: info.seg,
+                            flags_frag: IPV4_DF,
+                        },
+                        src.port(),
+                        lport,
+                        buf,
+                    )
+                    .is_ok();
+                exact
+                    || match icrc::verify_v4_unknown_id(s, d, IPV4_DF, src.port(), lport, buf) {
+                        Ok(0) => true,
+                        Ok(_) => {
+                            self.counters.icrc_nonzero_id += 1;
+                            true
+                        }
+                        Err(_) => false,
                     }
-                    Err(_) => false,
-                }
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => {
                 icrc::verify(&IcrcIp::v6(s, d), src.port(), lport, buf).is_ok()
@@ -821,33 +871,25 @@ impl<M: Memory> Engine<M> {
 
     // ---------------------------------------------------------- transmit
 
-    /// Produces and sends packets; returns how many datagrams went to the
-    /// kernel.
+    /// Sends what is pending, then one batch of new packets; returns how
+    /// many packets the QPs produced (0 when there was nothing to do or
+    /// the socket buffer is full).
     fn transmit(&mut self, now: Instant) -> usize {
-        let mut sent = 0;
-        let mut produced = 0;
-        // Bounded by the I/O budget: each round produces packets or stops.
-        for _ in 0..=self.cfg.io_budget {
+        if self.tx.pending() > 0 {
+            self.flush();
             if self.tx.pending() > 0 {
-                let before = self.tx.pending();
-                self.flush();
-                sent += before - self.tx.pending();
-                if self.tx.pending() > 0 {
-                    // Socket buffer full: try again next time.
-                    self.counters.tx_full += 1;
-                    break;
-                }
-            }
-            self.tx.reset_if_done();
-            if produced >= self.cfg.io_budget {
-                break;
-            }
-            produced += self.fill(now);
-            if self.tx.pending() == 0 {
-                break;
+                // Socket buffer full: try again next time.
+                self.counters.tx_full += 1;
+                return 0;
             }
         }
-        sent
+        self.tx.reset_if_done();
+        let produced = self.fill(now);
+        self.flush();
+        if self.tx.pending() > 0 {
+            self.counters.tx_full += 1;
+        }
+        produced
     }
 
     /// Fills the send batch from the transmit queue; returns the number of

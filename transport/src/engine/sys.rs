@@ -41,6 +41,9 @@ pub struct RecvInfo {
     /// UDP GRO: the datagram holds segments of this size (the last may be
     /// shorter).
     pub gro_size: Option<u16>,
+    /// Which segment of a GRO datagram this is (set by the caller that
+    /// splits it; 0 otherwise).
+    pub seg: u16,
 }
 
 impl Default for RecvInfo {
@@ -53,6 +56,7 @@ impl Default for RecvInfo {
             tos: None,
             ttl: None,
             gro_size: None,
+            seg: 0,
         }
     }
 }
