@@ -15,7 +15,27 @@
 //! - modify(state = ERR) flushes every outstanding WQE; modify(state =
 //!   RESET) forgets all WQEs (completions already produced stay queued);
 //!   ERR can only be left for RESET;
-//! - retry_cnt 7 means 7 retries (rnr_retry 7 means infinite).
+//! - retry_cnt 7 means 7 retries (rnr_retry 7 means infinite); the
+//!   retry budgets refill whenever the completer makes progress;
+//! - max_rd_atomic 0 is treated as 1 (the peer refuses what it must);
+//! - messages are limited to [`super::MAX_MSG_SIZE`] (1 GiB), UD to the
+//!   port MTU ([`QpTuning::port_mtu`]); longer ones are refused at post.
+//!
+//! Transport choices (see [`QpTuning`] for window and AckReq interval):
+//! - the responder ACKs only requests with AckReq set, coalescing queued
+//!   ACKs; duplicate SEND/WRITE packets are re-ACKed with PSN expected-1;
+//! - a SEND longer than the receive buffer is NAKed 0x61 (invalid
+//!   request, as the IBA says) and completes LOC_LEN_ERR; a receive WQE
+//!   that cannot be written is NAKed 0x63 and completes LOC_PROT_ERR;
+//!   the requester maps 0x63 (rxe's answer to a too-long SEND) and any
+//!   unknown NAK to REM_OP_ERR;
+//! - READ response data is read from memory when each response packet is
+//!   built, so a later WRITE may show through an earlier READ (the IBA
+//!   allows it; FENCE on the later WQE prevents it); a duplicate READ is
+//!   answered as a new READ from its PSN (FIRST/ONLY first), and both
+//!   that and rxe's MIDDLE/LAST continuation are accepted by the
+//!   completer;
+//! - credits in received AETHs are ignored (advisory); we send 0x1F.
 
 use super::memory::Memory;
 use super::responder::Responder;

@@ -5,7 +5,6 @@
 //! since an ACK covers every PSN before it.
 
 use super::queue_pair::{Env, Qp};
-use super::types::access;
 use crate::wire::{pad_for, Aeth, AethKind, AtomicAckEth, Headers, NakCode, Opcode, ICRC_LEN};
 use crate::Psn;
 use std::net::IpAddr;
@@ -118,28 +117,23 @@ impl Qp {
                     n = s.resid.min(pmtu) as usize;
                     hdr.bth.pad = pad_for(n);
                     let hl = hdr.emit(buf).ok()?;
-                    if n > 0 {
-                        // The MR may have gone since the request was checked.
-                        let r =
-                            env.mem
-                                .read_remote(self.cfg.pd, s.rkey, s.va, &mut buf[hl..hl + n]);
-                        if r.is_err() || self.p.access & access::REMOTE_READ == 0 {
-                            self.read_failed(s.psn);
-                            continue;
-                        }
+                    // The MR may have gone since the request was checked.
+                    if n > 0
+                        && env
+                            .mem
+                            .read_remote(self.cfg.pd, s.rkey, s.va, &mut buf[hl..hl + n])
+                            .is_err()
+                    {
+                        self.read_failed(s.psn);
+                        continue;
                     }
-                    match self.resp.out.front_mut() {
-                        Some(RespOut::Read(cur)) if last => {
-                            let _ = cur;
-                            self.resp.out.pop_front();
-                        }
-                        Some(RespOut::Read(cur)) => {
-                            cur.started = true;
-                            cur.psn = cur.psn.next();
-                            cur.va = cur.va.wrapping_add(n as u64);
-                            cur.resid -= n as u64;
-                        }
-                        _ => {}
+                    if last {
+                        self.resp.out.pop_front();
+                    } else if let Some(RespOut::Read(cur)) = self.resp.out.front_mut() {
+                        cur.started = true;
+                        cur.psn = cur.psn.next();
+                        cur.va = cur.va.wrapping_add(n as u64);
+                        cur.resid -= n as u64;
                     }
                     return Some((Self::finish(buf, hl, n), self.p.dst()));
                 }

@@ -685,3 +685,34 @@ fn srq_receives_and_last_wqe_event() {
     // Both sides were in RTS before the first packet: no COMM_EST.
     assert_eq!(h.b.events, vec![QpEvent::LastWqeReached]);
 }
+
+#[test]
+fn read_source_deregistered_after_the_request_was_accepted() {
+    let mut h = Harness::rc();
+    h.capture_on();
+    h.burst = 1;
+    let a = h.a.reg(0x1000, 8192, access::LOCAL_WRITE, |_| 0);
+    let b = h.b.reg(0x8000, 8192, ALL, pat(52));
+    h.a.qp
+        .post_send(wqe(
+            1,
+            SendOp::Read {
+                remote_addr: 0x8000,
+                rkey: b,
+            },
+            vec![sge(0x1000, 8192, a)],
+        ))
+        .unwrap();
+    // The request arrives and B answers the first packet; then the MR goes.
+    h.step();
+    h.step();
+    h.b.mem.deregister(b);
+    h.run();
+    assert_eq!(statuses(&h.a.cqes), vec![(1, WcStatus::RemAccessErr)]);
+    assert_eq!(nak_codes(&h), vec![NakCode::RemoteAccess]);
+    assert_eq!(h.b.qp.state(), QpState::Err);
+    // The part that did arrive is the MR's data, nothing else.
+    let first = &h.a.bytes(a)[..1024];
+    let fill = pat(52);
+    assert!(first.iter().enumerate().all(|(i, &x)| x == fill(i)));
+}
