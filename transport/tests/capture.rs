@@ -6,6 +6,13 @@
 //!
 //! Skipped (with a message) only when tcpdump is not installed or may not
 //! capture; CI installs it and runs as root, so there it runs.
+//!
+//! On `lo` the kernel never splits a UDP GSO send, so a capture there shows
+//! whole GSO datagrams. The second test therefore runs the benchmark binary
+//! (RC WRITE, GSO on) in a private network namespace whose `lo` has UDP
+//! segmentation offload switched off: the kernel segments in software,
+//! tcpdump sees every segment with its real IP ID, and scapy checks that
+//! each ICRC was computed with exactly that ID.
 
 mod common;
 
@@ -30,7 +37,16 @@ enum Capture {
 
 fn start_tcpdump(file: &Path, filter: &str) -> Capture {
     let child = Command::new("tcpdump")
-        .args(["-i", "lo", "-n", "-U", "--immediate-mode", "-c", "100000", "-w"])
+        .args([
+            "-i",
+            "lo",
+            "-n",
+            "-U",
+            "--immediate-mode",
+            "-c",
+            "100000",
+            "-w",
+        ])
         .arg(file)
         .arg(filter)
         .stdout(Stdio::null())
@@ -502,5 +518,100 @@ fn captured_packets_have_good_icrcs_per_scapy() {
     } else {
         eprintln!("rxu decode: binary not built, not run");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const GSO_SCRIPT: &str = r#"
+set -e
+ip link set lo up
+ethtool -K lo tx-udp-segmentation off >/dev/null
+tcpdump -i lo -n -U --immediate-mode -c 2000 -w "$1" 'udp port 4791' 2>/dev/null &
+TP=$!
+for i in $(seq 50); do [ -s "$1" ] && break; sleep 0.1; done
+sleep 0.5
+"$2" --only rc --secs 0.3 --rounds 1 --no-raw-offload >/dev/null 2>&1
+sleep 0.5
+kill -TERM $TP 2>/dev/null || true
+wait $TP 2>/dev/null || true
+"#;
+
+const GSO_CHECKER: &str = r#"
+import struct, sys
+from scapy.all import rdpcap
+from scapy.layers.inet import IP, UDP
+from scapy.contrib.roce import BTH
+total = ok = bad = unsplit = 0
+ids = set()
+for p in rdpcap(sys.argv[1]):
+    if UDP not in p:
+        continue
+    if len(p[UDP].payload) > 4200:
+        unsplit += 1
+        continue
+    if BTH not in p:
+        continue
+    total += 1
+    b = p[BTH]
+    if b.compute_icrc(None) == struct.pack("!I", b.icrc):
+        ok += 1
+    else:
+        bad += 1
+    ids.add(p[IP].id)
+print(f"total={total} ok={ok} bad={bad} unsplit={unsplit} distinct_ip_ids={len(ids)} max_ip_id={max(ids) if ids else -1}")
+sys.exit(0 if total > 0 and bad == 0 and unsplit == 0 and len(ids) > 1 else 1)
+"#;
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {cmd} >/dev/null 2>&1"))
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+#[test]
+fn gso_segments_carry_their_ip_id_in_the_icrc() {
+    let _g = heavy_lock();
+    for cmd in ["tcpdump", "unshare", "ip", "ethtool"] {
+        if !have(cmd) {
+            eprintln!("SKIPPED gso_segments_carry_their_ip_id_in_the_icrc: {cmd} is not installed");
+            return;
+        }
+    }
+    let probe = Command::new("unshare").args(["-n", "true"]).status();
+    if !matches!(probe, Ok(s) if s.success()) {
+        eprintln!("SKIPPED gso_segments_carry_their_ip_id_in_the_icrc: may not create a network namespace");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("rxu-gso-capture-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("gso.pcap");
+    let out = Command::new("unshare")
+        .args(["-n", "sh", "-c", GSO_SCRIPT, "sh"])
+        .arg(&file)
+        .arg(env!("CARGO_BIN_EXE_rxu-bench-transport"))
+        .output()
+        .expect("unshare");
+    assert!(
+        out.status.success(),
+        "namespace script failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(GSO_CHECKER)
+        .arg(&file)
+        .output()
+        .expect("python3");
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!(
+        "scapy (GSO segments): {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "GSO segments failed the ICRC check: {text}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
