@@ -230,7 +230,9 @@ struct PeerInfo {
 /// RC RDMA WRITE of `o.msg`-byte messages from an engine on `o.a` to one on
 /// `o.b`, keeping `o.inflight` WQEs outstanding. Returns goodput in Gbit/s.
 fn rc_write(o: &Opts) -> Result<f64, String> {
-    const REGION: usize = 16 << 20;
+    // One buffer per WQE in flight (64 x 64 KiB by default), as an
+    // application with that many outstanding WRITEs would have.
+    let region: usize = (o.inflight * o.msg).clamp(1 << 20, 64 << 20);
     const VA: u64 = 0x1000_0000;
     let (to_a, from_b) = mpsc::channel::<PeerInfo>();
     let (to_b, from_a) = mpsc::channel::<PeerInfo>();
@@ -294,7 +296,7 @@ fn rc_write(o: &Opts) -> Result<f64, String> {
             let rkey = mem.register(
                 1,
                 VA,
-                vec![0; REGION],
+                vec![0; region],
                 access::LOCAL_WRITE | access::REMOTE_WRITE,
             );
             let mut e =
@@ -328,7 +330,7 @@ fn rc_write(o: &Opts) -> Result<f64, String> {
     let lkey = mem.register(
         1,
         VA,
-        (0..REGION).map(|i| (i * 7) as u8).collect(),
+        (0..region).map(|i| (i * 7) as u8).collect(),
         access::LOCAL_WRITE,
     );
     let mut e = Engine::new(cfg(o.a), mem).map_err(|e| format!("engine {}: {e}", o.a))?;
@@ -351,8 +353,8 @@ fn rc_write(o: &Opts) -> Result<f64, String> {
     for a in attr_rts(&peer) {
         e.modify_qp(qpn, &a).map_err(|e| e.to_string())?;
     }
-    let msg = o.msg.min(REGION);
-    let slots = (REGION / msg).max(1);
+    let msg = o.msg.min(region);
+    let slots = (region / msg).max(1);
     let mut posted = 0u64;
     let mut done = 0u64;
     let mut outstanding = 0usize;

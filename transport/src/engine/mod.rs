@@ -204,6 +204,11 @@ struct QpSlot {
     armed: Option<Instant>,
     /// In the transmit queue.
     queued: bool,
+    /// Source address of its packets when the engine is bound to a
+    /// wildcard: set by [`Engine::set_qp_source`], else learnt from the
+    /// destination of the packets it receives.
+    src: Option<IpAddr>,
+    src_pinned: bool,
 }
 
 /// Largest QPN + 1.
@@ -402,6 +407,8 @@ impl<M: Memory> Engine<M> {
                 srq: spec.srq,
                 armed: None,
                 queued: false,
+                src: None,
+                src_pinned: false,
             },
         );
         Ok(qpn)
@@ -429,6 +436,16 @@ impl<M: Memory> Engine<M> {
         let slot = self.qps.get_mut(&qpn).ok_or(EngineError::NoQp(qpn))?;
         slot.qp.set_tuning(t);
         self.after_activity(qpn);
+        Ok(())
+    }
+
+    /// The source address of a QP's packets (its GID's address) when the
+    /// engine is bound to a wildcard address; without it the engine uses
+    /// the address the QP's peer last sent to, or the route's source.
+    pub fn set_qp_source(&mut self, qpn: u32, addr: IpAddr) -> Result<(), EngineError> {
+        let slot = self.qps.get_mut(&qpn).ok_or(EngineError::NoQp(qpn))?;
+        slot.src = Some(addr);
+        slot.src_pinned = true;
         Ok(())
     }
 
@@ -775,6 +792,9 @@ impl<M: Memory> Engine<M> {
             self.counters.unknown_qp += 1;
             return;
         };
+        if !slot.src_pinned {
+            slot.src = Some(dst);
+        }
         let meta = crate::qp::RxMeta {
             src: src.ip(),
             src_port: src.port(),
@@ -930,7 +950,8 @@ impl<M: Memory> Engine<M> {
                     break;
                 };
                 produced += 1;
-                self.out.finish(&mut self.tx, i, t, &mut self.counters, now);
+                self.out
+                    .finish(&mut self.tx, i, t, slot.src, &mut self.counters, now);
             }
             self.after_activity(qpn);
         }

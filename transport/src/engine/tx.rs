@@ -55,16 +55,21 @@ impl Out {
 
     /// Destination in our address family and the source address (and
     /// whether it must be pinned with IP_PKTINFO).
-    fn addresses(&mut self, dst: IpAddr) -> Option<(IpAddr, IpAddr, Option<IpAddr>)> {
+    fn addresses(
+        &mut self,
+        dst: IpAddr,
+        hint: Option<IpAddr>,
+    ) -> Option<(IpAddr, IpAddr, Option<IpAddr>)> {
         let dst_ip = match (self.local.ip(), dst) {
             (IpAddr::V4(_), IpAddr::V4(a)) => IpAddr::V4(a),
             (IpAddr::V6(_), IpAddr::V6(a)) => IpAddr::V6(a),
             (IpAddr::V4(_), IpAddr::V6(a)) => IpAddr::V4(a.to_ipv4_mapped()?),
             (IpAddr::V6(_), IpAddr::V4(a)) => IpAddr::V6(a.to_ipv6_mapped()),
         };
-        match self.local_ip {
-            Some(ip) => Some((dst_ip, ip, None)),
-            None => {
+        match (self.local_ip, hint) {
+            (Some(ip), _) => Some((dst_ip, ip, None)),
+            (None, Some(ip)) if ip.is_ipv4() == dst_ip.is_ipv4() => Some((dst_ip, ip, Some(ip))),
+            (None, _) => {
                 let ip = match self.routes.get(&dst_ip) {
                     Some(&ip) => ip,
                     None => {
@@ -96,11 +101,14 @@ impl Out {
 
     /// Turns what `poll_transmit` wrote into slot `i` (the free slot) into
     /// a datagram or a segment of one.
+    /// `src_hint`: the source address for a wildcard-bound engine (the
+    /// address the QP's peer reaches it at), if known.
     pub fn finish(
         &mut self,
         tx: &mut SendBufs,
         i: usize,
         t: Transmit,
+        src_hint: Option<IpAddr>,
         counters: &mut EngineCounters,
         now: Instant,
     ) {
@@ -109,7 +117,7 @@ impl Out {
             counters.send_errors += 1;
             return;
         }
-        let Some((dst_ip, src_ip, pin)) = self.addresses(t.dst) else {
+        let Some((dst_ip, src_ip, pin)) = self.addresses(t.dst, src_hint) else {
             counters.send_errors += 1;
             return;
         };
