@@ -667,6 +667,12 @@ impl<M: Memory> Engine<M> {
         for i in 0..n {
             let info = self.rx.info[i];
             self.counters.rcvd_bytes += info.len as u64;
+            if info.len == 0 {
+                // An empty datagram: not even a BTH.
+                self.counters.rcvd_pkts += 1;
+                self.counters.parse_errors += 1;
+                continue;
+            }
             if info.truncated || info.len > self.rx.slot {
                 self.counters.rcvd_pkts += 1;
                 self.counters.truncated += 1;
