@@ -37,7 +37,10 @@ pub fn engine(addr: &str, tweak: impl FnOnce(&mut EngineConfig)) -> Eng {
     let a = ip(addr);
     // Traffic only ever goes to loopback addresses; binding the wildcard
     // address is fine (the wildcard test sends to 127.0.0.0/8 only).
-    assert!(a.is_loopback() || a.is_unspecified(), "tests only use loopback addresses");
+    assert!(
+        a.is_loopback() || a.is_unspecified(),
+        "tests only use loopback addresses"
+    );
     let mut cfg = EngineConfig::new(a);
     cfg.spin = Duration::from_micros(20);
     tweak(&mut cfg);
