@@ -3,21 +3,41 @@
 //! ICRCs; drives the sans-IO [`Qp`] state machines.
 //!
 //! One engine serves one local address (IPv4 or IPv6, or a wildcard, then
-//! the local address of each datagram comes from IP_PKTINFO). The socket is
-//! unconnected with DF set (IP_PMTUDISC_DO): Linux then sends IPv4 ID 0,
-//! and the ICRC is computed with ID 0. It sends from its own bound port
-//! (4791), not from the per-QP source port a [`Transmit`] names: an
-//! ordinary UDP socket has one source port, and RoCEv2 receivers only look
-//! at the destination port. IPv6 sends and accepts a zero UDP checksum, as
-//! rxe does.
+//! the local address of each datagram comes from IP_PKTINFO and each QP
+//! sends from the address its peer reached it at, or one pinned with
+//! [`Engine::set_qp_source`]). The socket is unconnected with DF set
+//! (IP_PMTUDISC_DO): Linux then sends IPv4 ID 0, and the ICRC is computed
+//! with ID 0. It sends from its own bound port (4791), not from the per-QP
+//! source port a [`Transmit`] names: an ordinary UDP socket has one source
+//! port, and RoCEv2 receivers only look at the destination port. IPv6
+//! sends and accepts a zero UDP checksum, as rxe does.
+//!
+//! # UDP GSO and GRO
+//!
+//! On by default (measured: RC WRITE goodput on loopback 13 -> 28 Gbit/s).
+//! A run of equal-sized packets to one destination goes as one GSO send
+//! (up to 15 packets of 4 KiB); the kernel gives segment `i` the IPv4 ID
+//! `i` (base 0 for an unconnected DF socket), so the ICRC of segment `i`
+//! is computed with ID `i`. A GRO datagram is split by its segment size,
+//! and segment `k` is first checked with ID `k` exactly. Any other packet
+//! is checked with ID 0 and, failing that, with the ID recovered from the
+//! ICRC ([`icrc::verify_v4_unknown_id`]; kernel rxe and hardware use IDs of
+//! their own); those are counted in `icrc_nonzero_id`. IPv6 never uses GSO
+//! (the kernel refuses GSO with a zero UDP checksum). Captures on `lo` show
+//! GSO sends unsplit; turn `gso` off to capture packet by packet.
+//!
+//! # The loop
 //!
 //! Receive path: recvmmsg batch -> (fault injector) -> [`Packet::parse`] ->
 //! ICRC check -> QP lookup by BTH DestQP -> [`Qp::handle_packet`]. Bad
 //! packets are counted and dropped; nothing from the network panics.
 //!
-//! [`Engine::run_once`] is one iteration: receive, fire timers, transmit;
-//! when there was nothing to do it spins briefly and then sleeps in
-//! `ppoll` until the socket is readable or the next timer is due.
+//! [`Engine::run_once`] is one iteration: fire due timers, then alternate
+//! one receive batch and one transmit batch (so ACKs and newly opened
+//! windows go out while the peer still works on the previous batch) until
+//! both are quiet or the I/O budget is spent. When there was nothing to do
+//! it spins (adaptively, at most `spin`) and then sleeps in `ppoll` until
+//! the socket is readable, the next deadline or the caller's timeout.
 
 pub mod fault;
 pub mod sys;
@@ -60,7 +80,7 @@ pub struct EngineConfig {
     pub gso: bool,
     /// Receive coalesced datagrams (UDP GRO) and split them.
     pub gro: bool,
-    /// Ask for TOS and TTL of received packets (for [`RxMeta`]).
+    /// Ask for TOS and TTL of received packets (for [`crate::qp::RxMeta`]).
     pub recv_tos_ttl: bool,
     /// SO_RCVBUF / SO_SNDBUF (forced when permitted); 0 leaves the default.
     pub socket_buffer: usize,
@@ -170,13 +190,18 @@ pub struct QpSpec {
 /// What one [`Engine::run_once`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RunReport {
+    /// Packets taken from the socket (GRO segments counted one by one).
     pub received: usize,
+    /// Packets the QPs produced for sending.
     pub sent: usize,
+    /// QP timers that fired.
     pub timers: usize,
+    /// The engine slept in ppoll.
     pub slept: bool,
 }
 
 impl RunReport {
+    /// Nothing was received, sent or timed out.
     pub fn idle(&self) -> bool {
         self.received == 0 && self.sent == 0 && self.timers == 0
     }
