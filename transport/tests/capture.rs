@@ -524,7 +524,7 @@ fn captured_packets_have_good_icrcs_per_scapy() {
 const GSO_SCRIPT: &str = r#"
 set -e
 ip link set lo up
-ethtool -K lo tx-udp-segmentation off >/dev/null
+ethtool -K lo tx-udp-segmentation off >/dev/null 2>&1 || exit 77
 tcpdump -i lo -n -U --immediate-mode -c 2000 -w "$1" 'udp port 4791' 2>/dev/null &
 TP=$!
 for i in $(seq 50); do [ -s "$1" ] && break; sleep 0.1; done
@@ -593,6 +593,10 @@ fn gso_segments_carry_their_ip_id_in_the_icrc() {
         .arg(env!("CARGO_BIN_EXE_rxu-bench-transport"))
         .output()
         .expect("unshare");
+    if out.status.code() == Some(77) {
+        eprintln!("SKIPPED gso_segments_carry_their_ip_id_in_the_icrc: cannot turn off UDP segmentation offload on lo in a namespace");
+        return;
+    }
     assert!(
         out.status.success(),
         "namespace script failed: {}",

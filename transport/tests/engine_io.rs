@@ -175,7 +175,7 @@ fn idle_engine_sleeps_and_wakes_for_a_packet() {
     let dt = t0.elapsed();
     assert!(slept, "never slept");
     assert!(dt >= Duration::from_millis(25), "woke early: {dt:?}");
-    assert!(dt < Duration::from_millis(500), "slept too long: {dt:?}");
+    assert!(dt < Duration::from_secs(2), "slept too long: {dt:?}");
     // A packet wakes a sleeping engine long before its timeout.
     let to = e.local_addr();
     let t = std::thread::spawn(move || {
