@@ -1,1 +1,0 @@
-//! Shared-memory single-producer/single-consumer rings (SQ, RQ, SRQ, CQ).

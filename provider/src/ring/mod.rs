@@ -1,0 +1,162 @@
+//! Shared-memory single-producer/single-consumer rings (SQ, RQ, SRQ, CQ).
+//!
+//! A ring lives in a sealed memfd that both processes map (layout in
+//! [`layout`]). The creator calls [`Ring::create`] and sends the returned fd
+//! over SCM_RIGHTS; the peer calls [`Ring::attach`], which checks the header
+//! against the fd's real size before mapping anything. Each side then turns
+//! its `Ring` into the [`Producer`] or the [`Consumer`].
+//!
+//! Neither side trusts the other: the peer's index is validated on every
+//! call, slot offsets are masked, and slot bytes are copied with atomics, so
+//! a hostile or crashed peer can cause errors and garbage entries, never a
+//! read or write outside the mapping, undefined behaviour or a panic.
+//!
+//! # Sleeping and doorbells
+//!
+//! The consumer spins while work flows; to sleep it uses the "consumer
+//! sleeping" flag so the producer only makes a system call when needed:
+//!
+//! ```text
+//! consumer                               producer
+//! sleeping = 1                           write slot; prod = i+1 (Release)
+//! fence(SeqCst)                          fence(SeqCst)
+//! if ring non-empty: sleeping = 0, run   if sleeping == 1: ring doorbell
+//! else block on doorbell; sleeping = 0
+//! ```
+//!
+//! Both sides store, fence, then load the other's word (the store-buffer
+//! pattern): with SeqCst fences at least one of them sees the other's store,
+//! so either the consumer notices the entry or the producer rings — a wake-up
+//! cannot be lost. [`Consumer::prepare_sleep`] / [`Consumer::end_sleep`] /
+//! [`Consumer::wait`] and [`Producer::wake_needed`] / [`Producer::notify`]
+//! implement the two columns; [`Doorbell`] is the eventfd.
+
+mod doorbell;
+pub mod layout;
+mod memfd;
+mod region;
+mod spsc;
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+
+use memmap2::MmapOptions;
+
+pub use doorbell::Doorbell;
+use layout::{Geometry, CONS_OFFSET, DATA_OFFSET, HEADER_LEN, PROD_OFFSET};
+use region::Region;
+pub use spsc::{Consumer, Producer, ReadSlot, WriteSlot};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RingError {
+    #[error("invalid ring geometry (slot size {slot_size}, {slots} slots): {why}")]
+    InvalidGeometry {
+        slot_size: u32,
+        slots: u32,
+        why: &'static str,
+    },
+    #[error("invalid ring header: {0}")]
+    BadHeader(&'static str),
+    #[error("ring memory is {actual} bytes but the header needs {needed}")]
+    Truncated { needed: u64, actual: u64 },
+    #[error("ring fd is not a memfd sealed against shrinking")]
+    NotSealed,
+    #[error("invalid memfd name")]
+    BadName,
+    #[error("ring indices corrupt: producer {prod}, consumer {cons}, {slots} slots")]
+    Corrupt { prod: u32, cons: u32, slots: u32 },
+    #[error("entry of {len} bytes does not fit a {slot_size}-byte slot")]
+    TooLarge { len: usize, slot_size: usize },
+    #[error("buffer of {len} bytes is smaller than the {slot_size}-byte slot")]
+    BufferTooSmall { len: usize, slot_size: usize },
+    #[error("access of {len} bytes at {at} is outside the {slot_size}-byte slot")]
+    OutOfSlot {
+        at: usize,
+        len: usize,
+        slot_size: usize,
+    },
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// One mapping of a ring, not yet committed to a role.
+pub struct Ring {
+    region: Region,
+}
+
+impl Ring {
+    /// Creates a ring of `slots` (a power of two) slots of `slot_size` (a
+    /// multiple of 8) bytes in a new memfd called `name`. The fd is for the
+    /// peer; the mapping does not need it to stay open.
+    pub fn create(name: &str, slot_size: u32, slots: u32) -> Result<(Ring, OwnedFd), RingError> {
+        Self::create_with_start_index(name, slot_size, slots, 0)
+    }
+
+    /// As [`Ring::create`], with both indices starting at `start` instead of
+    /// 0 — for exercising u32 wrap-around without 4 billion operations.
+    pub fn create_with_start_index(
+        name: &str,
+        slot_size: u32,
+        slots: u32,
+        start: u32,
+    ) -> Result<(Ring, OwnedFd), RingError> {
+        let geo = Geometry::new(slot_size, slots)?;
+        let file = memfd::create_sealed(name, geo.total_len() as u64, |f| {
+            f.write_all_at(&layout::encode_header(geo), 0)?;
+            f.write_all_at(&start.to_ne_bytes(), PROD_OFFSET as u64)?;
+            f.write_all_at(&start.to_ne_bytes(), CONS_OFFSET as u64)
+        })?;
+        let map = MmapOptions::new().len(geo.total_len()).map_raw(&file)?;
+        Ok((
+            Ring {
+                region: Region::new(map, geo),
+            },
+            file.into(),
+        ))
+    }
+
+    /// Maps a ring another process created. Fails (never panics) on a fd that
+    /// is not a shrink-sealed memfd, a bad header, or a header that claims
+    /// more memory than the object really has.
+    pub fn attach(fd: impl AsFd) -> Result<Ring, RingError> {
+        let fd = fd.as_fd();
+        memfd::check_sealed(fd)?;
+        let file = std::fs::File::from(fd.try_clone_to_owned()?);
+        let len = file.metadata()?.len();
+        if len < DATA_OFFSET as u64 {
+            return Err(RingError::Truncated {
+                needed: DATA_OFFSET as u64,
+                actual: len,
+            });
+        }
+        let mut header = [0u8; HEADER_LEN];
+        file.read_exact_at(&mut header, 0)?;
+        // The geometry is decided here, once; later header writes by the
+        // peer change nothing for us.
+        let geo = layout::decode_header(&header, len)?;
+        let map = MmapOptions::new().len(geo.total_len()).map_raw(&file)?;
+        Ok(Ring {
+            region: Region::new(map, geo),
+        })
+    }
+
+    pub fn slot_size(&self) -> u32 {
+        self.region.geometry().slot_size()
+    }
+
+    pub fn slots(&self) -> u32 {
+        self.region.geometry().slots()
+    }
+
+    pub fn into_producer(self) -> Producer {
+        Producer::new(self.region)
+    }
+
+    pub fn into_consumer(self) -> Consumer {
+        Consumer::new(self.region)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,296 @@
+//! The two ends of a ring: one `Producer`, one `Consumer`, usually in two
+//! processes.
+//!
+//! Each end keeps its own index privately and only ever *stores* it to shared
+//! memory; it never reads it back, so a peer overwriting our index cannot
+//! confuse us. The peer's index is read on every operation and checked:
+//! `producer - consumer` (wrapping) must lie in `0..=slots`, otherwise the
+//! call returns [`RingError::Corrupt`] and touches no slot.
+//!
+//! Ordering: the producer fills a slot, then stores its index with Release;
+//! the consumer loads it with Acquire, then reads the slot. Symmetrically the
+//! consumer's Release store of its index tells the producer the slot may be
+//! overwritten.
+
+use std::io;
+use std::sync::atomic::{fence, Ordering};
+use std::time::Duration;
+
+use super::doorbell::Doorbell;
+use super::region::Region;
+use super::RingError;
+
+fn check_distance(region: &Region, prod: u32, cons: u32) -> Result<u32, RingError> {
+    let slots = region.geometry().slots();
+    let used = prod.wrapping_sub(cons);
+    if used > slots {
+        return Err(RingError::Corrupt { prod, cons, slots });
+    }
+    Ok(used)
+}
+
+/// The writing end. Not `Clone`: one producer per ring is the contract.
+pub struct Producer {
+    region: Region,
+    tail: u32,
+}
+
+impl Producer {
+    pub(super) fn new(region: Region) -> Self {
+        // Our starting point is whatever the ring says now; from here on our
+        // own copy is the truth.
+        let tail = region.producer_index().load(Ordering::Acquire);
+        Self { region, tail }
+    }
+
+    pub fn slot_size(&self) -> usize {
+        self.region.geometry().slot_size() as usize
+    }
+
+    pub fn capacity(&self) -> u32 {
+        self.region.geometry().slots()
+    }
+
+    /// Entries published and not yet released by the consumer.
+    pub fn len(&self) -> Result<u32, RingError> {
+        let cons = self.region.consumer_index().load(Ordering::Acquire);
+        check_distance(&self.region, self.tail, cons)
+    }
+
+    pub fn is_empty(&self) -> Result<bool, RingError> {
+        Ok(self.len()? == 0)
+    }
+
+    pub fn free_slots(&self) -> Result<u32, RingError> {
+        Ok(self.capacity() - self.len()?)
+    }
+
+    /// Copies `data` into the next slot (zero-padding the rest) and publishes
+    /// it. `Ok(false)`: the ring is full, nothing was written.
+    pub fn try_push(&mut self, data: &[u8]) -> Result<bool, RingError> {
+        if data.len() > self.slot_size() {
+            return Err(RingError::TooLarge {
+                len: data.len(),
+                slot_size: self.slot_size(),
+            });
+        }
+        match self.reserve()? {
+            None => Ok(false),
+            Some(mut slot) => {
+                slot.write(0, data)?;
+                slot.zero_from(data.len());
+                slot.commit();
+                Ok(true)
+            }
+        }
+    }
+
+    /// Hands out the next free slot for writing in place; nothing is visible
+    /// to the consumer until [`WriteSlot::commit`]. The slot still holds
+    /// whatever an earlier entry left there.
+    pub fn reserve(&mut self) -> Result<Option<WriteSlot<'_>>, RingError> {
+        if self.free_slots()? == 0 {
+            return Ok(None);
+        }
+        Ok(Some(WriteSlot { producer: self }))
+    }
+
+    /// Whether the consumer said it is going to sleep. Call after publishing;
+    /// the fence pairs with the one in [`Consumer::prepare_sleep`] so that at
+    /// least one side sees the other's store (see the module docs of `ring`).
+    pub fn wake_needed(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.region.sleeping_flag().load(Ordering::Relaxed) != 0
+    }
+
+    /// Rings `bell` if the consumer sleeps. Returns whether it rang.
+    pub fn notify(&self, bell: &Doorbell) -> io::Result<bool> {
+        if self.wake_needed() {
+            bell.ring()?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn publish(&mut self) {
+        self.tail = self.tail.wrapping_add(1);
+        self.region
+            .producer_index()
+            .store(self.tail, Ordering::Release);
+    }
+}
+
+/// A reserved, not yet published slot. Dropping it publishes nothing.
+pub struct WriteSlot<'a> {
+    producer: &'a mut Producer,
+}
+
+impl WriteSlot<'_> {
+    pub fn len(&self) -> usize {
+        self.producer.slot_size()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes `data` at byte `at` of the slot.
+    pub fn write(&mut self, at: usize, data: &[u8]) -> Result<(), RingError> {
+        out_of_slot(at, data.len(), self.len())?;
+        let p = &*self.producer;
+        p.region.write_slot(p.tail, at, data);
+        Ok(())
+    }
+
+    /// Zeroes the slot from byte `at` to its end.
+    pub fn zero_from(&mut self, at: usize) {
+        let p = &*self.producer;
+        p.region.zero_slot_tail(p.tail, at);
+    }
+
+    /// Publishes the slot to the consumer.
+    pub fn commit(self) {
+        self.producer.publish();
+    }
+}
+
+/// The reading end. Not `Clone`: one consumer per ring is the contract.
+pub struct Consumer {
+    region: Region,
+    head: u32,
+}
+
+impl Consumer {
+    pub(super) fn new(region: Region) -> Self {
+        let head = region.consumer_index().load(Ordering::Acquire);
+        Self { region, head }
+    }
+
+    pub fn slot_size(&self) -> usize {
+        self.region.geometry().slot_size() as usize
+    }
+
+    pub fn capacity(&self) -> u32 {
+        self.region.geometry().slots()
+    }
+
+    /// Entries published by the producer and not yet released by us.
+    pub fn len(&self) -> Result<u32, RingError> {
+        let prod = self.region.producer_index().load(Ordering::Acquire);
+        check_distance(&self.region, prod, self.head)
+    }
+
+    pub fn is_empty(&self) -> Result<bool, RingError> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Copies the next entry (a whole slot) into `out[..slot_size]` and
+    /// releases it. `Ok(false)`: the ring is empty.
+    pub fn try_pop(&mut self, out: &mut [u8]) -> Result<bool, RingError> {
+        let slot_size = self.slot_size();
+        if out.len() < slot_size {
+            return Err(RingError::BufferTooSmall {
+                len: out.len(),
+                slot_size,
+            });
+        }
+        match self.peek()? {
+            None => Ok(false),
+            Some(slot) => {
+                slot.read(0, &mut out[..slot_size])?;
+                slot.release();
+                Ok(true)
+            }
+        }
+    }
+
+    /// Looks at the next entry without consuming it; [`ReadSlot::release`]
+    /// consumes it, dropping the guard leaves it in the ring.
+    pub fn peek(&mut self) -> Result<Option<ReadSlot<'_>>, RingError> {
+        if self.len()? == 0 {
+            return Ok(None);
+        }
+        Ok(Some(ReadSlot { consumer: self }))
+    }
+
+    /// Step one of going to sleep: raise the flag, then look again. Returns
+    /// `Ok(true)` if the ring is still empty and the caller may block on the
+    /// doorbell (then call [`Consumer::end_sleep`] on waking), `Ok(false)` if
+    /// an entry arrived meanwhile (the flag is already lowered again).
+    pub fn prepare_sleep(&self) -> Result<bool, RingError> {
+        let flag = self.region.sleeping_flag();
+        flag.store(1, Ordering::Relaxed);
+        // Pairs with the fence in Producer::wake_needed: either we see the
+        // producer's new index below, or it sees our flag and rings.
+        fence(Ordering::SeqCst);
+        match self.is_empty() {
+            Ok(true) => Ok(true),
+            other => {
+                flag.store(0, Ordering::Relaxed);
+                other
+            }
+        }
+    }
+
+    /// Lowers the sleeping flag so the producer stops ringing.
+    pub fn end_sleep(&self) {
+        self.region.sleeping_flag().store(0, Ordering::Relaxed);
+    }
+
+    /// Blocks until the ring is non-empty, the doorbell rings, or `timeout`
+    /// passes, using the sleep protocol. Returns whether entries are waiting.
+    /// Spurious returns are possible; callers loop.
+    pub fn wait(&self, bell: &Doorbell, timeout: Option<Duration>) -> Result<bool, RingError> {
+        if self.prepare_sleep()? {
+            let waited = bell.wait(timeout);
+            self.end_sleep();
+            waited?;
+            bell.drain()?;
+        }
+        Ok(!self.is_empty()?)
+    }
+
+    fn release(&mut self) {
+        self.head = self.head.wrapping_add(1);
+        self.region
+            .consumer_index()
+            .store(self.head, Ordering::Release);
+    }
+}
+
+/// The oldest unconsumed entry. Reads copy out of shared memory; the
+/// producer may not touch the slot until it is released, but a hostile one
+/// could, so decode only what was copied.
+pub struct ReadSlot<'a> {
+    consumer: &'a mut Consumer,
+}
+
+impl ReadSlot<'_> {
+    pub fn len(&self) -> usize {
+        self.consumer.slot_size()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies `out.len()` bytes starting at byte `at` of the slot.
+    pub fn read(&self, at: usize, out: &mut [u8]) -> Result<(), RingError> {
+        out_of_slot(at, out.len(), self.len())?;
+        let c = &*self.consumer;
+        c.region.read_slot(c.head, at, out);
+        Ok(())
+    }
+
+    /// Consumes the entry: the producer may reuse its slot.
+    pub fn release(self) {
+        self.consumer.release();
+    }
+}
+
+fn out_of_slot(at: usize, len: usize, slot_size: usize) -> Result<(), RingError> {
+    match at.checked_add(len) {
+        Some(end) if end <= slot_size => Ok(()),
+        _ => Err(RingError::OutOfSlot { at, len, slot_size }),
+    }
+}
