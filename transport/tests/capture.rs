@@ -43,6 +43,13 @@ fn start_tcpdump(file: &Path, filter: &str) -> Capture {
             "-n",
             "-U",
             "--immediate-mode",
+            // Room for thousands of packets in the capture ring: with the
+            // default 256 KiB snap length a 2 MiB ring holds 8, and a
+            // burst while tcpdump waits for a core is lost.
+            "-s",
+            "8192",
+            "-B",
+            "65536",
             "-c",
             "100000",
             "-w",
@@ -525,7 +532,7 @@ const GSO_SCRIPT: &str = r#"
 set -e
 ip link set lo up
 ethtool -K lo tx-udp-segmentation off >/dev/null 2>&1 || exit 77
-tcpdump -i lo -n -U --immediate-mode -c 2000 -w "$1" 'udp port 4791' 2>/dev/null &
+tcpdump -i lo -n -U --immediate-mode -s 8192 -B 65536 -c 2000 -w "$1" 'udp port 4791' 2>/dev/null &
 TP=$!
 for i in $(seq 50); do [ -s "$1" ] && break; sleep 0.1; done
 sleep 0.5
