@@ -1,1 +1,0 @@
-//! The device node: the sysfs-like tree and /dev/infiniband/uverbsN that libibverbs reads.
