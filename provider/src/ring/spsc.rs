@@ -7,6 +7,11 @@
 //! `producer - consumer` (wrapping) must lie in `0..=slots`, otherwise the
 //! call returns [`RingError::Corrupt`] and touches no slot.
 //!
+//! Each end also caches the peer index it last validated and reloads it only
+//! when the cache says full (producer) or empty (consumer): a stale value is
+//! always the conservative one, and the peer's cache line is not pulled over
+//! on every operation.
+//!
 //! Ordering: the producer fills a slot, then stores its index with Release;
 //! the consumer loads it with Acquire, then reads the slot. Symmetrically the
 //! consumer's Release store of its index tells the producer the slot may be
@@ -33,6 +38,8 @@ fn check_distance(region: &Region, prod: u32, cons: u32) -> Result<u32, RingErro
 pub struct Producer {
     region: Region,
     tail: u32,
+    /// Last validated consumer index; `tail - cached_cons <= slots`.
+    cached_cons: u32,
 }
 
 impl Producer {
@@ -40,7 +47,13 @@ impl Producer {
         // Our starting point is whatever the ring says now; from here on our
         // own copy is the truth.
         let tail = region.producer_index().load(Ordering::Acquire);
-        Self { region, tail }
+        // "Full" until the first look at the real consumer index.
+        let cached_cons = tail.wrapping_sub(region.geometry().slots());
+        Self {
+            region,
+            tail,
+            cached_cons,
+        }
     }
 
     pub fn slot_size(&self) -> usize {
@@ -89,8 +102,13 @@ impl Producer {
     /// to the consumer until [`WriteSlot::commit`]. The slot still holds
     /// whatever an earlier entry left there.
     pub fn reserve(&mut self) -> Result<Option<WriteSlot<'_>>, RingError> {
-        if self.free_slots()? == 0 {
-            return Ok(None);
+        if self.tail.wrapping_sub(self.cached_cons) >= self.capacity() {
+            let cons = self.region.consumer_index().load(Ordering::Acquire);
+            let used = check_distance(&self.region, self.tail, cons)?;
+            self.cached_cons = cons;
+            if used == self.capacity() {
+                return Ok(None);
+            }
         }
         Ok(Some(WriteSlot { producer: self }))
     }
@@ -158,12 +176,19 @@ impl WriteSlot<'_> {
 pub struct Consumer {
     region: Region,
     head: u32,
+    /// Last validated producer index; `cached_prod - head <= slots`.
+    cached_prod: u32,
 }
 
 impl Consumer {
     pub(super) fn new(region: Region) -> Self {
         let head = region.consumer_index().load(Ordering::Acquire);
-        Self { region, head }
+        // "Empty" until the first look at the real producer index.
+        Self {
+            region,
+            head,
+            cached_prod: head,
+        }
     }
 
     pub fn slot_size(&self) -> usize {
@@ -207,8 +232,12 @@ impl Consumer {
     /// Looks at the next entry without consuming it; [`ReadSlot::release`]
     /// consumes it, dropping the guard leaves it in the ring.
     pub fn peek(&mut self) -> Result<Option<ReadSlot<'_>>, RingError> {
-        if self.len()? == 0 {
-            return Ok(None);
+        if self.cached_prod == self.head {
+            let prod = self.region.producer_index().load(Ordering::Acquire);
+            if check_distance(&self.region, prod, self.head)? == 0 {
+                return Ok(None);
+            }
+            self.cached_prod = prod;
         }
         Ok(Some(ReadSlot { consumer: self }))
     }

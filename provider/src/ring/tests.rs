@@ -167,10 +167,34 @@ fn hostile_producer_index_is_an_error_not_a_read() {
 fn hostile_consumer_index_is_an_error_not_a_write() {
     let (mut p, _c, f) = pair(8, 4);
     assert!(p.try_push(b"x").unwrap());
-    poke_u32(&f, CONS_OFFSET, 2); // consumer ahead of the producer
-    assert!(matches!(p.try_push(b"y"), Err(RingError::Corrupt { .. })));
-    assert!(p.reserve().is_err());
+    // A consumer index no producer position can be consistent with.
+    poke_u32(&f, CONS_OFFSET, 1000);
     assert!(p.free_slots().is_err());
+    assert!(p.len().is_err());
+    // Pushes go on while the cached consumer index says there is room,
+    // i.e. into slots that were free anyway; the first reload fails.
+    let mut pushed = 1;
+    let err = loop {
+        match p.try_push(b"y") {
+            Ok(true) => pushed += 1,
+            Ok(false) => panic!("full instead of corrupt"),
+            Err(e) => break e,
+        }
+        assert!(pushed <= 4, "wrote past the ring's capacity");
+    };
+    assert_eq!(pushed, 4);
+    assert!(
+        matches!(
+            err,
+            RingError::Corrupt {
+                prod: 4,
+                cons: 1000,
+                slots: 4
+            }
+        ),
+        "{err}"
+    );
+    assert!(p.reserve().is_err());
 }
 
 #[test]
