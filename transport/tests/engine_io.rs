@@ -284,3 +284,32 @@ fn engine_is_send() {
     fn send<T: Send>() {}
     send::<Eng>();
 }
+
+#[test]
+fn a_wake_fd_ends_the_sleep() {
+    let mut e = engine("127.0.0.49", |c| c.spin = Duration::ZERO);
+    let (r, w) = std::os::unix::net::UnixStream::pair().expect("socketpair");
+    e.set_wake_fds(&[r.as_raw_fd()]).expect("wake fds");
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        use std::io::Write;
+        (&w).write_all(b"x").expect("write");
+        w
+    });
+    let t0 = Instant::now();
+    let mut slept = false;
+    while t0.elapsed() < Duration::from_secs(5) && !slept {
+        slept = e
+            .run_once(Some(Duration::from_secs(3)))
+            .expect("run_once")
+            .slept;
+    }
+    let dt = t0.elapsed();
+    let _w = t.join().unwrap();
+    assert!(slept);
+    assert!(dt >= Duration::from_millis(40), "{dt:?}");
+    assert!(
+        dt < Duration::from_millis(1500),
+        "the wake fd did not end the sleep: {dt:?}"
+    );
+}

@@ -236,6 +236,9 @@ struct QpSlot {
     src_pinned: bool,
 }
 
+/// Most extra file descriptors [`Engine::set_wake_fds`] takes.
+pub const MAX_WAKE_FDS: usize = 8;
+
 /// Largest QPN + 1.
 const QPN_SPACE: u32 = 1 << 24;
 /// Receive slot size: any RoCE packet plus one byte to see oversize ones.
@@ -268,6 +271,8 @@ pub struct Engine<M: Memory> {
     idle_since: Option<Instant>,
     /// Current spin budget, adapted within `cfg.spin`.
     spin: Duration,
+    /// More file descriptors that end a sleep when readable.
+    wake_fds: Vec<RawFd>,
     gso: bool,
     gro: bool,
 }
@@ -351,6 +356,7 @@ impl<M: Memory> Engine<M> {
             counters: EngineCounters::default(),
             idle_since: None,
             spin: cfg_spin,
+            wake_fds: Vec::new(),
             gso,
             gro,
         })
@@ -597,6 +603,19 @@ impl<M: Memory> Engine<M> {
         self.sock.as_raw_fd()
     }
 
+    /// File descriptors (doorbell eventfds, a control socket) that end
+    /// the engine's sleep in [`Engine::run_once`] when readable, at most
+    /// [`MAX_WAKE_FDS`]. The engine never reads them: the caller drains
+    /// them after `run_once` returns.
+    pub fn set_wake_fds(&mut self, fds: &[RawFd]) -> Result<(), EngineError> {
+        if fds.len() > MAX_WAKE_FDS {
+            return Err(EngineError::Config("too many wake fds"));
+        }
+        self.wake_fds.clear();
+        self.wake_fds.extend_from_slice(fds);
+        Ok(())
+    }
+
     /// The earliest time the engine has something to do without input.
     pub fn next_deadline(&self) -> Option<Instant> {
         let t = self.timers.peek().map(|Reverse((t, _))| *t);
@@ -660,7 +679,11 @@ impl<M: Memory> Engine<M> {
         let want_out = self.tx.pending() > 0;
         self.counters.sleeps += 1;
         rep.slept = true;
-        sys::wait(&[(self.sock.as_raw_fd(), want_out)], wait)?;
+        let mut fds = [(self.sock.as_raw_fd(), want_out); 1 + MAX_WAKE_FDS];
+        for (slot, &fd) in fds[1..].iter_mut().zip(&self.wake_fds) {
+            *slot = (fd, false);
+        }
+        sys::wait(&fds[..1 + self.wake_fds.len()], wait)?;
         self.idle_since = None;
         Ok(rep)
     }
