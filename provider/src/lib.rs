@@ -6,4 +6,6 @@
 
 pub mod decode;
 pub mod devnode;
+pub mod paths;
+pub mod proto;
 pub mod ring;
