@@ -21,6 +21,7 @@
 //! `struct ibv_qp *` addresses, as the kernel's uverbs does).
 
 pub mod abi;
+pub mod fdpass;
 
 use serde::{Deserialize, Serialize};
 
