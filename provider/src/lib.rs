@@ -6,6 +6,8 @@
 
 pub mod decode;
 pub mod devnode;
+pub mod mem;
 pub mod paths;
 pub mod proto;
 pub mod ring;
+pub mod verbs;

@@ -1,0 +1,91 @@
+//! Verbs semantics the daemon enforces: QP state transitions with their
+//! attribute masks, device and port attributes, limits, GIDs.
+//!
+//! CONTRACT (used by the daemon; bodies filled in by the verbs work).
+
+use crate::proto::{DeviceAttr, PortAttr, QpAttr, QpType};
+use std::net::IpAddr;
+
+/// A refused verbs call: errno for the client plus a message for its log.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{msg} (errno {errno})")]
+pub struct VerbsError {
+    pub errno: i32,
+    pub msg: String,
+}
+
+/// `enum ibv_qp_attr_mask` bits.
+pub mod mask {
+    pub const STATE: u32 = 1;
+    pub const CUR_STATE: u32 = 1 << 1;
+    pub const EN_SQD_ASYNC_NOTIFY: u32 = 1 << 2;
+    pub const ACCESS_FLAGS: u32 = 1 << 3;
+    pub const PKEY_INDEX: u32 = 1 << 4;
+    pub const PORT: u32 = 1 << 5;
+    pub const QKEY: u32 = 1 << 6;
+    pub const AV: u32 = 1 << 7;
+    pub const PATH_MTU: u32 = 1 << 8;
+    pub const TIMEOUT: u32 = 1 << 9;
+    pub const RETRY_CNT: u32 = 1 << 10;
+    pub const RNR_RETRY: u32 = 1 << 11;
+    pub const RQ_PSN: u32 = 1 << 12;
+    pub const MAX_QP_RD_ATOMIC: u32 = 1 << 13;
+    pub const ALT_PATH: u32 = 1 << 14;
+    pub const MIN_RNR_TIMER: u32 = 1 << 15;
+    pub const SQ_PSN: u32 = 1 << 16;
+    pub const MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
+    pub const PATH_MIG_STATE: u32 = 1 << 18;
+    pub const CAP: u32 = 1 << 19;
+    pub const DEST_QPN: u32 = 1 << 20;
+}
+
+/// What the device is: fixed facts plus its addresses and netdev.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceFacts {
+    pub name: String,
+    pub netdev: String,
+    pub addrs: Vec<IpAddr>,
+    /// The netdev's MTU (active MTU is derived from it as rxe does).
+    pub netdev_mtu: u32,
+    pub node_guid: u64,
+    pub port_up: bool,
+}
+
+/// Checks a modify_qp call as the verbs API requires (required and
+/// optional attributes per transition and QP type, value ranges) and
+/// returns the state the QP moves to.
+pub fn check_modify_qp(
+    _qp_type: QpType,
+    _cur: u8,
+    _mask: u32,
+    _attr: &QpAttr,
+) -> Result<u8, VerbsError> {
+    unimplemented!("verbs work")
+}
+
+/// The device attributes rxu reports.
+pub fn device_attr(_facts: &DeviceFacts) -> DeviceAttr {
+    unimplemented!("verbs work")
+}
+
+/// The port attributes rxu reports (port 1).
+pub fn port_attr(_facts: &DeviceFacts) -> PortAttr {
+    unimplemented!("verbs work")
+}
+
+/// IPv4-mapped or IPv6 GID of an address.
+pub fn gid_of(addr: IpAddr) -> [u8; 16] {
+    match addr {
+        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+        IpAddr::V6(a) => a.octets(),
+    }
+}
+
+/// Address of a GID (IPv4-mapped GIDs give IPv4).
+pub fn addr_of_gid(gid: &[u8; 16]) -> IpAddr {
+    let v6 = std::net::Ipv6Addr::from(*gid);
+    match v6.to_ipv4_mapped() {
+        Some(v4) => IpAddr::V4(v4),
+        None => IpAddr::V6(v6),
+    }
+}
