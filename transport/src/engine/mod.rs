@@ -246,6 +246,8 @@ const RX_SLOT: usize = MAX_PACKET + 64;
 const TX_SLOT: usize = MAX_PACKET + 64;
 /// Receive slot with UDP GRO: a whole coalesced datagram.
 const GRO_SLOT: usize = 65536;
+/// Most GRO datagrams per recvmmsg.
+const GRO_BATCH: usize = 8;
 
 /// The UDP engine. See the module documentation.
 pub struct Engine<M: Memory> {
@@ -321,6 +323,10 @@ impl<M: Memory> Engine<M> {
         // 16 packets per datagram of the batch.
         let tx_slots = if gso { batch * 16 } else { batch };
         let rx_slot = if gro { GRO_SLOT } else { RX_SLOT };
+        // GRO datagrams are up to 64 KiB: 8 of them (512 KiB) per recvmmsg
+        // keep the batch in cache while it is processed (measured: 28-29
+        // Gbit/s RC WRITE with 8 against 14-27 with 32).
+        let rx_batch = if gro { batch.min(GRO_BATCH) } else { batch };
         let out = Out::new(
             local,
             if wildcard { None } else { Some(cfg.addr) },
@@ -349,7 +355,7 @@ impl<M: Memory> Engine<M> {
             active: VecDeque::new(),
             due: Vec::new(),
             next_srq: 1,
-            rx: sys::RecvBufs::new(batch, rx_slot),
+            rx: sys::RecvBufs::new(rx_batch, rx_slot),
             tx: sys::SendBufs::new(tx_slots, TX_SLOT, batch),
             out,
             delay_rx: DelayLine::new(RX_SLOT),
