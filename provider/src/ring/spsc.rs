@@ -130,6 +130,25 @@ impl Producer {
         Ok(false)
     }
 
+    /// Reads the consumer-flag word. On a CQ ring it is the arm word the
+    /// client sets with [`Consumer::set_flag`] (1 = signal the next
+    /// completion, 2 = the next solicited one). Call after publishing: the
+    /// fence pairs with the one in `set_flag`, so either the producer sees
+    /// the arm or the consumer's next poll sees the entry.
+    pub fn flag(&self) -> u32 {
+        fence(Ordering::SeqCst);
+        self.region.sleeping_flag().load(Ordering::Relaxed)
+    }
+
+    /// Clears the consumer-flag word if it still holds `seen`; true if this
+    /// call cleared it (so an arm is answered by exactly one event).
+    pub fn clear_flag(&self, seen: u32) -> bool {
+        self.region
+            .sleeping_flag()
+            .compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
     fn publish(&mut self) {
         self.tail = self.tail.wrapping_add(1);
         self.region
@@ -264,6 +283,15 @@ impl Consumer {
     /// Lowers the sleeping flag so the producer stops ringing.
     pub fn end_sleep(&self) {
         self.region.sleeping_flag().store(0, Ordering::Relaxed);
+    }
+
+    /// Stores `value` in the consumer-flag word, for rings whose consumer
+    /// never sleeps on a doorbell: a CQ's consumer arms it (1 = next
+    /// completion, 2 = next solicited completion) instead. The fence pairs
+    /// with the one in [`Producer::flag`]; poll again after arming.
+    pub fn set_flag(&self, value: u32) {
+        self.region.sleeping_flag().store(value, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
     }
 
     /// Blocks until the ring is non-empty, the doorbell rings, or `timeout`

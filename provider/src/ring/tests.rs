@@ -449,3 +449,16 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn consumer_flag_arms_and_clears_once() {
+    let (mut p, c, _f) = pair(8, 4);
+    assert_eq!(p.flag(), 0);
+    c.set_flag(2);
+    assert!(p.try_push(b"cqe").unwrap());
+    assert_eq!(p.flag(), 2);
+    assert!(!p.clear_flag(1), "only the value seen is cleared");
+    assert!(p.clear_flag(2));
+    assert!(!p.clear_flag(2), "a second clear finds nothing");
+    assert_eq!(p.flag(), 0);
+}
