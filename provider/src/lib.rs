@@ -4,6 +4,7 @@
 //! verbs object model and the shared-memory data path come with the soft
 //! NIC issue.
 
+pub mod client;
 pub mod decode;
 pub mod devnode;
 pub mod mem;
