@@ -28,6 +28,7 @@ mod sgl;
 pub mod sport;
 pub mod timers;
 mod tuning;
+mod ud_dedup;
 
 pub use send_queue::MAX_MSG_SIZE;
 pub use tuning::QpTuning;

@@ -26,6 +26,15 @@ impl Qp {
             self.counters.dropped_pkts += 1;
             return;
         }
+        if !self
+            .resp
+            .ud_seen
+            .accept(meta.src, deth.src_qpn, pkt.hdr.bth.psn)
+        {
+            self.counters.duplicate_request += 1;
+            self.counters.dropped_pkts += 1;
+            return;
+        }
         let n = pkt.payload.len();
         if n > self.tuning.port_mtu.bytes() {
             self.counters.dropped_pkts += 1;

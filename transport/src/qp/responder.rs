@@ -83,6 +83,8 @@ pub(crate) struct Responder {
     pub uc_drop: bool,
     pub res: Resources,
     pub out: VecDeque<RespOut>,
+    /// UD: recently seen PSNs per source, to drop network duplicates.
+    pub ud_seen: super::ud_dedup::UdDedup,
 }
 
 impl Responder {
@@ -94,6 +96,7 @@ impl Responder {
         self.held = None;
         self.write = WriteCtx::default();
         self.uc_drop = false;
+        self.ud_seen.clear();
         self.res.clear();
         self.out.clear();
     }
@@ -611,6 +614,14 @@ impl Qp {
         }
         let psn = pkt.hdr.bth.psn;
         let start = info.has(flags::FIRST) || info.has(flags::ONLY);
+        if psn.is_before(self.resp.epsn) {
+            // UC PSNs only move forward, so a packet behind the expected PSN
+            // is a duplicate of something already delivered (or dropped):
+            // never deliver it twice, and leave the current message alone.
+            self.counters.duplicate_request += 1;
+            self.counters.dropped_pkts += 1;
+            return;
+        }
         if self.resp.uc_drop || psn != self.resp.epsn {
             if !start {
                 // Lost packets: the rest of this message is gone.
