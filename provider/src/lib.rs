@@ -5,6 +5,7 @@
 //! NIC issue.
 
 pub mod client;
+pub mod daemon;
 pub mod decode;
 pub mod devnode;
 pub mod mem;

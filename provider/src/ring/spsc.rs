@@ -149,6 +149,32 @@ impl Producer {
             .is_ok()
     }
 
+    /// Copies each entry published and not yet consumed, oldest first,
+    /// into `buf` (at least a slot long) and hands it to `f`; returns how
+    /// many. For moving a CQ's unread entries to a new ring on resize; the
+    /// consumer must not be consuming meanwhile (it holds its CQ lock).
+    pub fn read_unconsumed(
+        &self,
+        buf: &mut [u8],
+        mut f: impl FnMut(&[u8]),
+    ) -> Result<u32, RingError> {
+        let slot = self.slot_size();
+        if buf.len() < slot {
+            return Err(RingError::BufferTooSmall {
+                len: buf.len(),
+                slot_size: slot,
+            });
+        }
+        let cons = self.region.consumer_index().load(Ordering::Acquire);
+        let used = check_distance(&self.region, self.tail, cons)?;
+        for i in 0..used {
+            self.region
+                .read_slot(cons.wrapping_add(i), 0, &mut buf[..slot]);
+            f(&buf[..slot]);
+        }
+        Ok(used)
+    }
+
     fn publish(&mut self) {
         self.tail = self.tail.wrapping_add(1);
         self.region

@@ -462,3 +462,24 @@ fn consumer_flag_arms_and_clears_once() {
     assert!(!p.clear_flag(2), "a second clear finds nothing");
     assert_eq!(p.flag(), 0);
 }
+
+#[test]
+fn producer_reads_back_unconsumed_entries() {
+    let (mut p, mut c, f) = pair(8, 4);
+    for i in 0..4u8 {
+        assert!(p.try_push(&[i; 8]).unwrap());
+    }
+    let mut out = [0u8; 8];
+    assert!(c.try_pop(&mut out).unwrap());
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 8];
+    assert_eq!(p.read_unconsumed(&mut buf, |b| seen.push(b[0])).unwrap(), 3);
+    assert_eq!(seen, [1, 2, 3]);
+    assert!(p.read_unconsumed(&mut [0u8; 4], |_| ()).is_err());
+    // A consumer index beyond the producer's is refused, nothing read.
+    poke_u32(&f, CONS_OFFSET, 100);
+    assert!(matches!(
+        p.read_unconsumed(&mut buf, |_| panic!("read a slot")),
+        Err(RingError::Corrupt { .. })
+    ));
+}

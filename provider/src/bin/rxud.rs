@@ -1,0 +1,53 @@
+//! `rxud`: the rxu soft NIC daemon (one per device). Normally started by
+//! `rxu up`, which redirects its stderr to `<runtime dir>/<name>.log`.
+
+use std::net::IpAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use provider::daemon::{self, Config};
+
+#[derive(Parser)]
+#[command(
+    name = "rxud",
+    version,
+    about = "rxu soft RDMA NIC daemon (RoCEv2 over UDP)"
+)]
+struct Args {
+    /// Device (ibdev) name, e.g. rxu0.
+    #[arg(long)]
+    name: String,
+    /// Local IP address the device uses (its GID).
+    #[arg(long)]
+    addr: IpAddr,
+    /// Network device the address lives on (found from the address if omitted).
+    #[arg(long)]
+    netdev: Option<String>,
+    /// UDP port (RoCEv2 uses 4791; another port only talks to rxu peers using it too).
+    #[arg(long, default_value_t = 4791)]
+    port: u16,
+    /// Netdev MTU the port MTU is derived from (read from sysfs if omitted).
+    #[arg(long)]
+    mtu: Option<u32>,
+    /// Longest idle spin in microseconds before the daemon sleeps.
+    #[arg(long, default_value_t = 50)]
+    spin_us: u64,
+}
+
+fn main() -> ExitCode {
+    let a = Args::parse();
+    let mut cfg = Config::new(&a.name, a.addr);
+    cfg.netdev = a.netdev;
+    cfg.port = a.port;
+    cfg.mtu = a.mtu;
+    cfg.max_spin = Duration::from_micros(a.spin_us);
+    match daemon::run(cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            daemon::log::write(daemon::log::Level::Error, format_args!("{e}"));
+            eprintln!("rxud: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

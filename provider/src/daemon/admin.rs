@@ -1,0 +1,169 @@
+//! Requests of the rxu tool: Status, Stats, Shutdown.
+
+use crate::proto::{ClientStatus, Counter, QpStatus, Response};
+use crate::verbs;
+
+use super::device::{refuse, Device, Handled, Reply};
+use super::log::info;
+use super::session::event;
+
+fn counter(name: &str, value: u64) -> Counter {
+    Counter {
+        name: name.to_owned(),
+        value,
+    }
+}
+
+impl Device {
+    pub(super) fn status(&self) -> Response {
+        let clients = self
+            .sessions
+            .values()
+            .filter(|s| s.ready)
+            .map(|s| ClientStatus {
+                pid: s.pid,
+                admin: s.admin,
+                pds: s.pds.len() as u32,
+                mrs: s.mrs.len() as u32,
+                cqs: s.cqs.len() as u32,
+                srqs: s.srqs.len() as u32,
+                qps: s
+                    .qps
+                    .values()
+                    .map(|q| QpStatus {
+                        qpn: q.qpn,
+                        qp_type: q.qp_type as u8,
+                        state: self.engine.qp(q.qpn).map_or(0, |e| e.state() as u8),
+                        dest_qpn: q.attr.dest_qp_num,
+                        dest: if q.attr.ah.dgid == [0; 16] {
+                            String::new()
+                        } else {
+                            verbs::addr_of_gid(&q.attr.ah.dgid).to_string()
+                        },
+                    })
+                    .collect(),
+            })
+            .collect();
+        Response::Status {
+            device: self.facts.name.clone(),
+            addrs: self.facts.addrs.iter().map(|a| a.to_string()).collect(),
+            netdev: self.facts.netdev.clone(),
+            clients,
+        }
+    }
+
+    pub(super) fn stats(&self) -> Response {
+        let e = self.engine.counters();
+        let m = self.engine.memory().stats();
+        let d = &self.counters;
+        let device = vec![
+            counter("sent_pkts", e.sent_pkts),
+            counter("sent_bytes", e.sent_bytes),
+            counter("rcvd_pkts", e.rcvd_pkts),
+            counter("rcvd_bytes", e.rcvd_bytes),
+            counter("icrc_errors", e.icrc_errors),
+            counter("icrc_nonzero_id", e.icrc_nonzero_id),
+            counter("parse_errors", e.parse_errors),
+            counter("unknown_qp", e.unknown_qp),
+            counter("truncated", e.truncated),
+            counter("send_errors", e.send_errors),
+            counter("rx_syscalls", e.rx_syscalls),
+            counter("tx_syscalls", e.tx_syscalls),
+            counter("tx_full", e.tx_full),
+            counter("timer_fires", e.timer_fires),
+            counter("mrs", m.mrs),
+            counter("mr_bytes", m.bytes),
+            counter("mr_registrations", m.registrations),
+            counter("mr_failures", m.failures),
+            counter(
+                "clients",
+                self.sessions.values().filter(|s| s.ready).count() as u64,
+            ),
+            counter("clients_accepted", d.clients_accepted),
+            counter("requests", d.requests),
+            counter("requests_refused", d.requests_refused),
+            counter("wqes_posted", d.wqes_posted),
+            counter("bad_wqes", d.bad_wqes),
+            counter("cqes_delivered", d.cqes_delivered),
+            counter("cqes_dropped", d.cqes_dropped),
+            counter("cq_overruns", d.cq_overruns),
+            counter("channel_events", d.channel_events),
+            counter("async_events", d.async_events),
+            counter("async_events_dropped", d.async_events_dropped),
+            counter("daemon_sleeps", d.sleeps),
+            counter("doorbells", d.doorbells),
+        ];
+        let mut qpns: Vec<u32> = self.qp_owner.keys().copied().collect();
+        qpns.sort_unstable();
+        let qps = qpns
+            .into_iter()
+            .filter_map(|qpn| {
+                let c = self.engine.qp(qpn)?.counters();
+                Some((
+                    qpn,
+                    vec![
+                        counter("sent_pkts", c.sent_pkts),
+                        counter("rcvd_pkts", c.rcvd_pkts),
+                        counter("duplicate_request", c.duplicate_request),
+                        counter("out_of_seq_request", c.out_of_seq_request),
+                        counter("rcvd_rnr_err", c.rcvd_rnr_err),
+                        counter("send_rnr_err", c.send_rnr_err),
+                        counter("rcvd_seq_err", c.rcvd_seq_err),
+                        counter("retry_exceeded_err", c.retry_exceeded_err),
+                        counter("rnr_nak_retry_err", c.rnr_nak_retry_err),
+                        counter("completer_retry_err", c.completer_retry_err),
+                        counter("retransmitted_pkts", c.retransmitted_pkts),
+                        counter("local_ack_timeout_err", c.local_ack_timeout_err),
+                        counter("dropped_pkts", c.dropped_pkts),
+                        counter("qkey_violations", c.qkey_violations),
+                    ],
+                ))
+            })
+            .collect();
+        Response::Stats { device, qps }
+    }
+
+    /// Refused (EBUSY, naming the client pids) while applications are
+    /// connected, unless forced; forced, every application gets
+    /// IBV_EVENT_DEVICE_FATAL first.
+    pub(super) fn shutdown_req(&mut self, id: u32, admin: bool, force: bool) -> Handled {
+        if !admin {
+            return refuse(libc::EPERM, "only an admin connection may stop the daemon");
+        }
+        let apps: Vec<u32> = self
+            .sessions
+            .values()
+            .filter(|s| s.ready && !s.admin && s.id != id)
+            .map(|s| s.pid)
+            .collect();
+        if !apps.is_empty() && !force {
+            let pids: Vec<String> = apps.iter().map(u32::to_string).collect();
+            return refuse(
+                libc::EBUSY,
+                format!("clients still open: pid {}", pids.join(", ")),
+            );
+        }
+        info!(
+            "shutdown requested{}",
+            if apps.is_empty() {
+                String::new()
+            } else {
+                format!(" (forced, {} clients)", apps.len())
+            }
+        );
+        self.fatal_to_all();
+        self.shutdown = true;
+        Ok(Reply::ok(Response::Ok))
+    }
+
+    /// IBV_EVENT_DEVICE_FATAL to every application (once).
+    pub fn fatal_to_all(&mut self) {
+        for s in self.sessions.values_mut() {
+            if s.ready && !s.admin && s.async_sock.is_some() {
+                s.send_event(0, event::DEVICE_FATAL);
+                // One notice is enough; a second shutdown path sends none.
+                s.async_sock = None;
+            }
+        }
+    }
+}
