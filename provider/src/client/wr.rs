@@ -49,7 +49,7 @@ pub struct SendWr<'a> {
     pub imm_data: u32,
     pub remote_addr: u64,
     pub rkey: u32,
-    /// CmpSwap: compare value; FetchAdd: the addend.
+    /// CmpSwap: compare value; FetchAdd: the addend; FLUSH: the length.
     pub compare_add: u64,
     pub swap: u64,
     /// Required on UD QPs, ignored on others.
@@ -306,7 +306,12 @@ pub(crate) fn send_header(wr: &SendWr<'_>, inline_len: Option<usize>) -> [u8; SE
     };
     b[0..8].copy_from_slice(&wr.wr_id.to_le_bytes());
     b[8..12].copy_from_slice(&wr.opcode.to_le_bytes());
-    b[12..16].copy_from_slice(&wr.send_flags.to_le_bytes());
+    // The daemon takes the slot as inline by this flag alone.
+    let flags = match inline_len {
+        Some(_) => wr.send_flags | send_flags::INLINE,
+        None => wr.send_flags,
+    };
+    b[12..16].copy_from_slice(&flags.to_le_bytes());
     b[16..20].copy_from_slice(&wr.imm_data.to_le_bytes());
     b[20..22].copy_from_slice(&num_sge.to_le_bytes());
     b[22..24].copy_from_slice(&inl.to_le_bytes());
