@@ -103,6 +103,10 @@ impl Srq {
         self.inner.user_handle
     }
 
+    pub fn pd(&self) -> &Pd {
+        &self.inner.pd
+    }
+
     /// The attributes granted at creation.
     pub fn attr(&self) -> SrqAttr {
         self.inner.attr
