@@ -4,6 +4,7 @@
 //! verbs object model and the shared-memory data path come with the soft
 //! NIC issue.
 
+pub mod cli;
 pub mod client;
 pub mod daemon;
 pub mod decode;

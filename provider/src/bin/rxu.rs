@@ -1,10 +1,12 @@
 //! The `rxu` command-line tool.
 
 use std::io::{self, Write};
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{ArgGroup, Parser, Subcommand};
+use provider::cli::{self, down::DownOpts, up::UpOpts, CliError};
 use provider::decode::{self, DecodeError};
 
 #[derive(Parser)]
@@ -27,12 +29,135 @@ enum Command {
         /// Capture file (pcap or pcapng; Ethernet, VLAN, SLL, SLL2, raw IP).
         file: PathBuf,
     },
+    /// Bring a device up: start its daemon rxud, write the device node
+    /// libibverbs finds, and print the shell lines that let verbs programs
+    /// see it:   eval "$(rxu up --netdev lo)"
+    #[command(group(ArgGroup::new("where").required(true).multiple(true).args(["netdev", "addr"])))]
+    Up {
+        /// Use this network interface's addresses (the first IPv4 one is
+        /// GID 0).
+        #[arg(long, value_name = "IFNAME")]
+        netdev: Option<String>,
+        /// Use this one local address (its interface is found; any
+        /// 127.0.0.0/8 address is on lo).
+        #[arg(long, value_name = "IP")]
+        addr: Option<IpAddr>,
+        /// Device name (the ibdev name verbs programs see).
+        #[arg(long, default_value = "rxu0")]
+        name: String,
+        /// UDP port for RoCEv2.
+        #[arg(long, default_value_t = cli::up::ROCE_PORT)]
+        port: u16,
+    },
+    /// Stop a device's daemon and remove its device node. Refused while
+    /// programs have it open, unless --force.
+    Down {
+        #[arg(long, default_value = "rxu0")]
+        name: String,
+        /// Stop even with programs using the device (their QPs go to error).
+        #[arg(long)]
+        force: bool,
+        /// Every device that is up.
+        #[arg(long, conflicts_with = "name")]
+        all: bool,
+    },
+    /// Print the shell lines (as `rxu up` does) for the devices that are up:
+    /// eval "$(rxu env)"
+    Env,
+    /// Show each device: addresses, netdev, state, daemon, clients and QPs.
+    Status,
+    /// Show a device's counters (device-wide and per QP).
+    Stats {
+        #[arg(long, default_value = "rxu0")]
+        name: String,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Decode { file } => decode_cmd(&file),
+        Command::Up {
+            netdev,
+            addr,
+            name,
+            port,
+        } => up_cmd(&UpOpts {
+            name,
+            netdev,
+            addr,
+            port,
+        }),
+        Command::Down { name, force, all } => {
+            report("down", cli::down::run(&DownOpts { name, force, all }))
+        }
+        Command::Env => env_cmd(),
+        Command::Status => status_cmd(),
+        Command::Stats { name, json } => stats_cmd(&name, json),
     }
+}
+
+/// stdout carries only what the command is for (export lines, status,
+/// stats); messages go to stderr.
+fn report(cmd: &str, r: Result<(), CliError>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rxu {cmd}: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn print_stdout(text: &str) -> Result<(), CliError> {
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(CliError::io("writing to stdout"))
+}
+
+fn exports(lines: &[String]) -> String {
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+fn up_cmd(opts: &UpOpts) -> ExitCode {
+    report(
+        "up",
+        cli::up::run(opts).and_then(|lines| print_stdout(&exports(&lines))),
+    )
+}
+
+fn env_cmd() -> ExitCode {
+    let up = cli::status::collect().iter().any(|d| d.live.is_some());
+    if !up {
+        eprintln!("rxu env: no rxu device is up (`rxu up --netdev IFNAME`)");
+        return ExitCode::from(1);
+    }
+    report("env", print_stdout(&exports(&cli::env::export_lines())))
+}
+
+fn status_cmd() -> ExitCode {
+    let all = cli::status::collect();
+    if all.is_empty() {
+        eprintln!("rxu status: no rxu device is up");
+        return ExitCode::SUCCESS;
+    }
+    let text: String = all.iter().map(cli::status::render).collect();
+    report("status", print_stdout(&text))
+}
+
+fn stats_cmd(name: &str, json: bool) -> ExitCode {
+    let r = cli::stats::fetch(name).and_then(|s| {
+        let text = if json {
+            format!("{}\n", cli::stats::to_json(&s))
+        } else {
+            cli::stats::render_text(&s)
+        };
+        print_stdout(&text)
+    });
+    report("stats", r)
 }
 
 fn decode_cmd(file: &std::path::Path) -> ExitCode {
