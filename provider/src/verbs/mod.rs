@@ -3,6 +3,10 @@
 //!
 //! CONTRACT (used by the daemon; bodies filled in by the verbs work).
 
+mod limits;
+
+pub use limits::*;
+
 use crate::proto::{DeviceAttr, PortAttr, QpAttr, QpType};
 use std::net::IpAddr;
 

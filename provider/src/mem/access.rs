@@ -1,0 +1,66 @@
+//! `ibv_reg_mr` access flags: which ones rxu accepts and what they need.
+
+pub use transport::qp::access::{
+    LOCAL_WRITE, MW_BIND, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE, ZERO_BASED,
+};
+
+pub const ON_DEMAND: u32 = 1 << 6;
+pub const HUGETLB: u32 = 1 << 7;
+pub const FLUSH_GLOBAL: u32 = 1 << 8;
+pub const FLUSH_PERSISTENT: u32 = 1 << 9;
+/// `IBV_ACCESS_OPTIONAL_RANGE`: hints a device may ignore (relaxed ordering).
+pub const OPTIONAL_RANGE: u32 = 0x3ff0_0000;
+
+/// Flags rxu honours. ON_DEMAND is refused: the device reports no ODP
+/// capabilities, so asking for it is an error, as on rxe without ODP.
+const KNOWN: u32 = LOCAL_WRITE
+    | REMOTE_WRITE
+    | REMOTE_READ
+    | REMOTE_ATOMIC
+    | MW_BIND
+    | ZERO_BASED
+    | HUGETLB
+    | FLUSH_GLOBAL
+    | FLUSH_PERSISTENT;
+
+/// Flags whose memory must be writable (as the kernel pins it for write).
+pub const WRITABLE: u32 = LOCAL_WRITE | REMOTE_WRITE | REMOTE_ATOMIC | MW_BIND;
+
+/// Validates registration flags; returns them without the optional hints.
+pub fn check(access: u32) -> Result<u32, &'static str> {
+    let access = access & !OPTIONAL_RANGE;
+    if access & ON_DEMAND != 0 {
+        return Err("IBV_ACCESS_ON_DEMAND is not supported");
+    }
+    if access & !KNOWN != 0 {
+        return Err("unknown access flags");
+    }
+    // IBA: remote write and atomics need local write (verbs returns EINVAL).
+    if access & (REMOTE_WRITE | REMOTE_ATOMIC) != 0 && access & LOCAL_WRITE == 0 {
+        return Err("REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE");
+    }
+    Ok(access)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags() {
+        assert_eq!(check(0), Ok(0));
+        assert_eq!(check(REMOTE_READ), Ok(REMOTE_READ));
+        assert!(check(REMOTE_WRITE).is_err());
+        assert!(check(REMOTE_ATOMIC | REMOTE_READ).is_err());
+        let all = LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ | REMOTE_ATOMIC;
+        assert_eq!(check(all), Ok(all));
+        assert_eq!(
+            check(all | (1 << 20)),
+            Ok(all),
+            "relaxed ordering is a hint"
+        );
+        assert!(check(ON_DEMAND).is_err());
+        assert!(check(1 << 12).is_err());
+        assert!(check(1 << 31).is_err());
+    }
+}
