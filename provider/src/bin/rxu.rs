@@ -31,7 +31,7 @@ enum Command {
     },
     /// Bring a device up: start its daemon rxud, write the device node
     /// libibverbs finds, and print the shell lines that let verbs programs
-    /// see it:   eval "$(rxu up --netdev lo)"
+    /// see it: eval "$(rxu up --netdev lo)"
     #[command(group(ArgGroup::new("where").required(true).multiple(true).args(["netdev", "addr"])))]
     Up {
         /// Use this network interface's addresses (the first IPv4 one is
@@ -52,6 +52,7 @@ enum Command {
     /// Stop a device's daemon and remove its device node. Refused while
     /// programs have it open, unless --force.
     Down {
+        /// Device name.
         #[arg(long, default_value = "rxu0")]
         name: String,
         /// Stop even with programs using the device (their QPs go to error).
@@ -68,6 +69,7 @@ enum Command {
     Status,
     /// Show a device's counters (device-wide and per QP).
     Stats {
+        /// Device name.
         #[arg(long, default_value = "rxu0")]
         name: String,
         /// One JSON object instead of text.
