@@ -130,7 +130,8 @@ fn consume_sq(
                     cqe: error_cqe(qp.qpn, &b),
                     fatal: true,
                 });
-                continue;
+                // The rest waits until the QP is in ERR (then they flush).
+                break;
             }
         };
         let b = BadWqe {
@@ -150,6 +151,9 @@ fn consume_sq(
                     cqe: error_cqe(qp.qpn, &b),
                     fatal: !in_reset,
                 });
+                if !in_reset {
+                    break;
+                }
             }
         }
     }
@@ -204,6 +208,9 @@ fn consume_rq(
             ),
             fatal: !in_reset,
         });
+        if !in_reset {
+            break;
+        }
     }
     Ok(n)
 }

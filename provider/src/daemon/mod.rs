@@ -75,6 +75,7 @@ pub fn run(cfg: Config) -> Result<(), DaemonError> {
     })?;
     sys::raise_nofile_limit();
     let facts = setup::device_facts(&cfg)?;
+    setup::RuntimeFiles::check_not_running(&cfg.name)?;
     let dev =
         Device::new(facts, setup::engine_config(&cfg)).map_err(|e| setup::bind_error(&cfg, e))?;
     let files = setup::RuntimeFiles::create(&cfg.name)?;

@@ -206,8 +206,44 @@ pub struct RuntimeFiles {
 }
 
 impl RuntimeFiles {
-    /// Creates the runtime directory, the control socket (a stale socket
-    /// file is replaced only if nothing answers on it) and the pid file.
+    /// Fails if a daemon for `name` answers on its socket; removes a
+    /// stale socket file nobody answers on. Run before binding the engine
+    /// so a second daemon says "already running", not "port in use".
+    pub fn check_not_running(name: &str) -> Result<(), DaemonError> {
+        let socket = paths::socket_path(name);
+        let Ok(meta) = std::fs::symlink_metadata(&socket) else {
+            return Ok(());
+        };
+        if !meta.file_type().is_socket() {
+            return Err(DaemonError::Io {
+                what: format!("{} exists and is not a socket", socket.display()),
+                source: io::Error::from(io::ErrorKind::AlreadyExists),
+            });
+        }
+        match sys::connect_seqpacket(&socket) {
+            Ok(_) => {
+                let owner = read_trimmed(&paths::pid_path(name)).unwrap_or_else(|| "?".into());
+                Err(DaemonError::AlreadyRunning {
+                    name: name.to_owned(),
+                    pid: owner,
+                })
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                warning!("removing stale socket {}", socket.display());
+                std::fs::remove_file(&socket).map_err(|source| DaemonError::Io {
+                    what: format!("removing {}", socket.display()),
+                    source,
+                })
+            }
+            Err(source) => Err(DaemonError::Io {
+                what: format!("probing {}", socket.display()),
+                source,
+            }),
+        }
+    }
+
+    /// Creates the runtime directory, the control socket (after
+    /// [`RuntimeFiles::check_not_running`]) and the pid file.
     pub fn create(name: &str) -> Result<RuntimeFiles, DaemonError> {
         let dir = paths::runtime_dir();
         let io_err = |what: String| move |source: io::Error| DaemonError::Io { what, source };
@@ -216,36 +252,9 @@ impl RuntimeFiles {
             .mode(0o700)
             .create(&dir)
             .map_err(io_err(format!("creating {}", dir.display())))?;
+        Self::check_not_running(name)?;
         let socket = paths::socket_path(name);
         let pid = paths::pid_path(name);
-        if let Ok(meta) = std::fs::symlink_metadata(&socket) {
-            if !meta.file_type().is_socket() {
-                return Err(DaemonError::Io {
-                    what: format!("{} exists and is not a socket", socket.display()),
-                    source: io::Error::from(io::ErrorKind::AlreadyExists),
-                });
-            }
-            match sys::connect_seqpacket(&socket) {
-                Ok(_) => {
-                    let owner = read_trimmed(&pid).unwrap_or_else(|| "?".into());
-                    return Err(DaemonError::AlreadyRunning {
-                        name: name.to_owned(),
-                        pid: owner,
-                    });
-                }
-                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
-                    warning!("removing stale socket {}", socket.display());
-                    std::fs::remove_file(&socket)
-                        .map_err(io_err(format!("removing {}", socket.display())))?;
-                }
-                Err(e) => {
-                    return Err(DaemonError::Io {
-                        what: format!("probing {}", socket.display()),
-                        source: e,
-                    })
-                }
-            }
-        }
         let listener = sys::listen_seqpacket(&socket)
             .map_err(io_err(format!("listening on {}", socket.display())))?;
         let files = RuntimeFiles {

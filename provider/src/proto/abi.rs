@@ -15,6 +15,7 @@
 //!  40 u64 compare_add     48 u64 swap        56 u32 ud remote qkey
 //!  60 u32 flush: type | level << 8            64 [16] ud dest GID
 //!  80 u32 ud flow label   84..96 reserved
+//!  (FLUSH has no local data: its length travels in compare_add)
 //!  96 SGE array: { u64 addr, u32 length, u32 lkey } * num_sge
 //!     or inline_len bytes of data
 //!
@@ -84,6 +85,8 @@ pub struct SendSlot {
     pub remote_addr: u64,
     pub rkey: u32,
     pub ud_qpn: u32,
+    /// Compare (CMP_AND_SWP) or add (FETCH_AND_ADD) operand; FLUSH: the
+    /// length to flush.
     pub compare_add: u64,
     pub swap: u64,
     pub ud_qkey: u32,
