@@ -55,6 +55,8 @@ pub const LOCAL_CA_ACK_DELAY: u8 = 15;
 /// Largest message: what the transport accepts (2^30), so a READ at MTU
 /// 256 stays well inside the PSN window. perftest `-a` goes to 8 MiB.
 pub const MAX_MSG_SZ: u32 = MAX_MSG_SIZE as u32;
+/// Largest path MTU (`IBV_MTU_4096`); the active one follows the netdev.
+pub const MAX_MTU: u8 = 5;
 /// The only port.
 pub const PORT_NUM: u8 = 1;
 /// Number of GID entries, the same as the device node writes.

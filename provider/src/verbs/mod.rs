@@ -1,11 +1,20 @@
 //! Verbs semantics the daemon enforces: QP state transitions with their
 //! attribute masks, device and port attributes, limits, GIDs.
 //!
-//! CONTRACT (used by the daemon; bodies filled in by the verbs work).
+//! CONTRACT (used by the daemon).
+//!
+//! [`limits`] holds the numbers the device reports and the daemon
+//! enforces; [`modify`] the QP state machine; [`attrs`] the device and port
+//! attributes.
 
-mod limits;
+pub mod attrs;
+pub mod limits;
+pub mod modify;
+#[cfg(test)]
+mod tests;
 
 pub use limits::*;
+pub use modify::{mask_names, state, state_name};
 
 use crate::proto::{DeviceAttr, PortAttr, QpAttr, QpType};
 use std::net::IpAddr;
@@ -58,23 +67,28 @@ pub struct DeviceFacts {
 /// Checks a modify_qp call as the verbs API requires (required and
 /// optional attributes per transition and QP type, value ranges) and
 /// returns the state the QP moves to.
+///
+/// `cur` is the QP's state (`enum ibv_qp_state`); without IBV_QP_STATE in
+/// `mask` the QP stays in it and only the attributes change. Every error
+/// is EINVAL with a message naming the transition and the offending
+/// attribute, e.g. "INIT->RTR for RC needs IBV_QP_DEST_QPN".
 pub fn check_modify_qp(
-    _qp_type: QpType,
-    _cur: u8,
-    _mask: u32,
-    _attr: &QpAttr,
+    qp_type: QpType,
+    cur: u8,
+    mask: u32,
+    attr: &QpAttr,
 ) -> Result<u8, VerbsError> {
-    unimplemented!("verbs work")
+    modify::check(qp_type, cur, mask, attr)
 }
 
 /// The device attributes rxu reports.
-pub fn device_attr(_facts: &DeviceFacts) -> DeviceAttr {
-    unimplemented!("verbs work")
+pub fn device_attr(facts: &DeviceFacts) -> DeviceAttr {
+    attrs::device_attr(facts)
 }
 
 /// The port attributes rxu reports (port 1).
-pub fn port_attr(_facts: &DeviceFacts) -> PortAttr {
-    unimplemented!("verbs work")
+pub fn port_attr(facts: &DeviceFacts) -> PortAttr {
+    attrs::port_attr(facts)
 }
 
 /// IPv4-mapped or IPv6 GID of an address.
@@ -91,5 +105,18 @@ pub fn addr_of_gid(gid: &[u8; 16]) -> IpAddr {
     match v6.to_ipv4_mapped() {
         Some(v4) => IpAddr::V4(v4),
         None => IpAddr::V6(v6),
+    }
+}
+
+/// Whether a GID can be a RoCE v2 destination: an IPv4-mapped unicast
+/// address, or a unicast IPv6 address rxu can route without an interface
+/// scope (not unspecified, multicast or link-local).
+pub fn valid_roce_v2_gid(gid: &[u8; 16]) -> bool {
+    match addr_of_gid(gid) {
+        IpAddr::V4(a) => !(a.is_unspecified() || a.is_multicast() || a.is_broadcast()),
+        IpAddr::V6(a) => {
+            let link_local = a.segments()[0] & 0xffc0 == 0xfe80;
+            !(a.is_unspecified() || a.is_multicast() || link_local)
+        }
     }
 }
