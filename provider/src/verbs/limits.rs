@@ -9,8 +9,9 @@
 
 use transport::qp::MAX_MSG_SIZE;
 
-/// QPs per device. Each QP holds two ring memfds in the daemon, so this
-/// bounds the daemon's descriptors (it raises RLIMIT_NOFILE to fit).
+/// QPs per device. Each QP has two ring memfds mapped in the daemon, so
+/// this bounds the daemon's mappings (and descriptors, if it keeps them:
+/// then RLIMIT_NOFILE must be raised to match).
 pub const MAX_QP: u32 = 16 * 1024;
 /// Work requests per send or receive queue (ring slots). perftest's
 /// deepest default (tx depth 128, rx depth 512) and its `-t 8192` fit; a
