@@ -131,14 +131,19 @@ impl Mtu {
         128 << (self as u32)
     }
 
-    /// Largest IB MTU whose payload plus RoCEv2 headers fits a netdev MTU
-    /// of `eth_mtu` bytes, counting the worst case: IPv6 40 + UDP 8 + BTH 12
-    /// + 28 bytes of extension headers (AtomicETH) + ICRC 4 = 92.
+    /// Active MTU for a netdev MTU of `eth_mtu` bytes, by the one rule the
+    /// whole device uses (rxe's: netdev MTU minus 80 header bytes, rounded
+    /// down to an IB MTU; see `transport::qp::Mtu::for_netdev_mtu`), so
+    /// sysfs and `query_port` never disagree.
     pub fn for_eth_mtu(eth_mtu: u32) -> Option<Mtu> {
-        let payload = eth_mtu.checked_sub(92)?;
-        [Mtu::M4096, Mtu::M2048, Mtu::M1024, Mtu::M512, Mtu::M256]
-            .into_iter()
-            .find(|m| m.bytes() <= payload)
+        use transport::qp::Mtu as T;
+        Some(match T::for_netdev_mtu(eth_mtu as usize)? {
+            T::M256 => Mtu::M256,
+            T::M512 => Mtu::M512,
+            T::M1024 => Mtu::M1024,
+            T::M2048 => Mtu::M2048,
+            T::M4096 => Mtu::M4096,
+        })
     }
 }
 
@@ -244,8 +249,8 @@ mod tests {
         assert_eq!(Mtu::for_eth_mtu(1500), Some(Mtu::M1024));
         assert_eq!(Mtu::for_eth_mtu(65536), Some(Mtu::M4096));
         assert_eq!(Mtu::for_eth_mtu(9000), Some(Mtu::M4096));
-        assert_eq!(Mtu::for_eth_mtu(4187), Some(Mtu::M2048));
-        assert_eq!(Mtu::for_eth_mtu(4188), Some(Mtu::M4096));
+        assert_eq!(Mtu::for_eth_mtu(4175), Some(Mtu::M2048));
+        assert_eq!(Mtu::for_eth_mtu(4176), Some(Mtu::M4096));
         assert_eq!(Mtu::for_eth_mtu(300), None);
     }
 }
