@@ -244,8 +244,21 @@ fn consume_srq(
 impl Device {
     /// Takes posted work from every client's rings; returns WQEs taken.
     pub fn consume(&mut self) -> usize {
-        let ids: Vec<u32> = self.sessions.keys().copied().collect();
-        ids.into_iter().map(|id| self.consume_session(id)).sum()
+        let mut taken = 0;
+        let mut from = 0;
+        // Walks the session ids in order without collecting them (this
+        // runs on every turn of the loop); bounded by the session count.
+        for _ in 0..self.sessions.len() {
+            let Some(&id) = self.sessions.range(from..).next().map(|(id, _)| id) else {
+                break;
+            };
+            taken += self.consume_session(id);
+            from = id.saturating_add(1);
+            if id == u32::MAX {
+                break;
+            }
+        }
+        taken
     }
 
     /// Takes posted work from one client's rings.
