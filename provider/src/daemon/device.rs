@@ -89,6 +89,9 @@ pub struct Device {
     pub counters: DaemonCounters,
     /// A Shutdown request was accepted: the loop stops after replying.
     pub shutdown: bool,
+    /// Accept the daemon's own /proc/self/mem as a client's memory (only
+    /// in-process tests, where the test plays both sides).
+    pub allow_own_mem: bool,
     next_client: u32,
     next_pd: u32,
     next_cq: u32,
@@ -116,6 +119,7 @@ impl Device {
             qp_owner: HashMap::new(),
             counters: DaemonCounters::default(),
             shutdown: false,
+            allow_own_mem: false,
             next_client: 1,
             next_pd: 1,
             next_cq: 1,

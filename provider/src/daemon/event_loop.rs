@@ -45,6 +45,8 @@ pub const MIN_SPIN: Duration = Duration::from_micros(2);
 const BACKLOG_POLL: Duration = Duration::from_millis(1);
 /// Control messages read from one client per turn (fairness).
 const MSGS_PER_TURN: usize = 16;
+/// Consecutive engine errors after which the daemon gives up.
+const MAX_ENGINE_ERRORS: u32 = 10_000;
 /// Connections accepted per turn.
 const ACCEPTS_PER_TURN: usize = 32;
 
@@ -98,6 +100,7 @@ impl Daemon {
         };
         let mut idle_since: Option<Instant> = None;
         let mut last_fd_poll: Option<Instant> = None;
+        let mut engine_errors = 0u32;
         while !self.stop {
             let mut work = 0;
             let now = Instant::now();
@@ -109,8 +112,24 @@ impl Daemon {
                 }
             }
             work += self.dev.consume();
-            if !self.dev.engine.run_once(Some(Duration::ZERO))?.idle() {
-                work += 1;
+            match self.dev.engine.run_once(Some(Duration::ZERO)) {
+                Ok(rep) => {
+                    engine_errors = 0;
+                    if !rep.idle() {
+                        work += 1;
+                    }
+                }
+                // A socket error (ENOMEM, a refused send) is not the end of
+                // the device; a socket that keeps failing is.
+                Err(e) => {
+                    engine_errors += 1;
+                    if engine_errors == 1 {
+                        warning!("engine: {e}");
+                    }
+                    if engine_errors >= MAX_ENGINE_ERRORS {
+                        return Err(e.into());
+                    }
+                }
             }
             work += self.dev.deliver();
             if work > 0 {

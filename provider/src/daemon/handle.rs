@@ -174,6 +174,7 @@ impl Device {
         }
         let name = self.facts.name.clone();
         let max_inline = self.dev_attr.max_inline_data;
+        let allow_own_mem = self.allow_own_mem;
         let Some(s) = self.sessions.get_mut(&id) else {
             return refuse(libc::EINVAL, "no such session");
         };
@@ -206,6 +207,9 @@ impl Device {
                 errno: libc::EINVAL,
                 msg: format!("doorbell: {e}"),
             })?;
+            if !allow_own_mem && sys::is_own_mem(mem.as_fd()) {
+                return refuse(libc::EINVAL, "the memory fd is the daemon's own");
+            }
             s.async_sock = Some(async_sock);
             s.bell = Some(bell);
             self.engine.memory_mut().add_client(id, mem);

@@ -280,6 +280,20 @@ pub fn is_socket(fd: BorrowedFd<'_>) -> bool {
     r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK
 }
 
+/// Whether `fd` is this process's own `/proc/<pid>/mem`: a client must
+/// not make the daemon reach into itself.
+pub fn is_own_mem(fd: BorrowedFd<'_>) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(own) = std::fs::metadata("/proc/self/mem") else {
+        return false;
+    };
+    // SAFETY: stat is plain data; fstat fills it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is open for the duration of the call; st is valid.
+    let r = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
+    r == 0 && st.st_dev == own.dev() && st.st_ino == own.ino()
+}
+
 /// Sends one small record without blocking and without SIGPIPE. Returns
 /// false if it could not be sent (the reader is gone or not reading).
 pub fn send_record(sock: BorrowedFd<'_>, rec: &[u8]) -> bool {

@@ -30,7 +30,9 @@ fn device(n: u8) -> Device {
     cfg.port = PORT;
     cfg.mtu = Some(65536);
     let facts = setup::device_facts(&cfg).unwrap();
-    Device::new(facts, setup::engine_config(&cfg)).unwrap()
+    let mut dev = Device::new(facts, setup::engine_config(&cfg)).unwrap();
+    dev.allow_own_mem = true;
+    dev
 }
 
 fn seqpacket_pair() -> (OwnedFd, OwnedFd) {
@@ -316,6 +318,24 @@ fn hello_first_version_checked_admin_limited() {
         },
     );
     assert_eq!(errno(r), libc::EINVAL, "an application Hello needs its fds");
+    // The daemon's own memory is not a client's to hand over (the test
+    // process plays the daemon here).
+    dev.allow_own_mem = false;
+    let id = dev.connect(1);
+    let own: OwnedFd = std::fs::File::open("/proc/self/mem").unwrap().into();
+    let (_rd, wr) = seqpacket_pair();
+    let bell: OwnedFd = Doorbell::new().unwrap().into();
+    let r = dev.handle(
+        id,
+        Request::Hello {
+            version: PROTO_VERSION,
+            pid: 1,
+            admin: false,
+        },
+        vec![own, wr, bell],
+    );
+    assert_eq!(errno(r), libc::EINVAL);
+    dev.allow_own_mem = true;
     let id = dev.connect(1);
     ok(call(
         &mut dev,
