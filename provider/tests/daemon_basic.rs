@@ -776,3 +776,48 @@ fn bench_pingpong_and_write_goodput() {
     assert_eq!(dst[len - 1], 0x5a);
     drop(dst);
 }
+
+/// utime + stime of a process, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the parenthesised command name; utime and stime are
+    // fields 14 and 15 of the line.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn idle_daemon_with_connected_qps_sleeps() {
+    let addr: IpAddr = "127.0.78.7".parse().unwrap();
+    let d = Daemon::start("7", addr, 24807);
+    let a = app(&d);
+    let pd = match ok(&a.sock, Request::AllocPd).0 {
+        Response::Pd { pd } => pd,
+        r => panic!("{r:?}"),
+    };
+    let cq = match ok(
+        &a.sock,
+        Request::CreateCq {
+            cqe: 4,
+            comp_vector: 0,
+            user_handle: 0,
+            channel: false,
+        },
+    )
+    .0
+    {
+        Response::Cq { cq, .. } => cq,
+        r => panic!("{r:?}"),
+    };
+    let qa = create_qp(&a, pd, cq);
+    let qb = create_qp(&a, pd, cq);
+    to_rts(&a, qa.qpn, qb.qpn, addr);
+    to_rts(&a, qb.qpn, qa.qpn, addr);
+    std::thread::sleep(Duration::from_millis(50));
+    let before = cpu_ticks(d.child.id());
+    std::thread::sleep(Duration::from_millis(500));
+    let used = cpu_ticks(d.child.id()) - before;
+    // 100 ticks a second: a spinning daemon would show ~50.
+    assert!(used <= 5, "idle daemon used {used} ticks in 0.5 s");
+}
