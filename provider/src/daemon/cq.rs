@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 
-use transport::qp::{wc_flags, Completion, CqSide};
+use transport::qp::{wc_flags, Completion};
 
 use crate::proto::abi::{Cqe, CQE_SIZE};
 use crate::proto::Response;
@@ -321,13 +321,5 @@ impl Device {
         }
         self.comps = buf;
         moved
-    }
-}
-
-/// Which CQ a completion side goes to, for a QP's pair of CQ handles.
-pub fn cq_for(side: CqSide, send_cq: u32, recv_cq: u32) -> u32 {
-    match side {
-        CqSide::Send => send_cq,
-        CqSide::Recv => recv_cq,
     }
 }
