@@ -1,0 +1,81 @@
+//! Enum values and flag bits of `verbs.h` the provider uses.
+
+/// `enum ibv_qp_type`.
+pub mod qp_type {
+    pub const RC: i32 = 2;
+    pub const UC: i32 = 3;
+    pub const UD: i32 = 4;
+}
+
+/// `enum ibv_qp_init_attr_mask`.
+pub mod qp_init_attr_mask {
+    pub const PD: u32 = 1;
+    pub const CREATE_FLAGS: u32 = 1 << 2;
+    pub const SEND_OPS_FLAGS: u32 = 1 << 6;
+}
+
+/// `enum ibv_qp_create_send_ops_flags`.
+pub mod send_ops {
+    pub const RDMA_WRITE: u64 = 1;
+    pub const RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
+    pub const SEND: u64 = 1 << 2;
+    pub const SEND_WITH_IMM: u64 = 1 << 3;
+    pub const RDMA_READ: u64 = 1 << 4;
+    pub const ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
+    pub const ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+    pub const SEND_WITH_INV: u64 = 1 << 9;
+    pub const ATOMIC_WRITE: u64 = 1 << 12;
+}
+
+/// `enum ibv_cq_init_attr_mask` and `enum ibv_create_cq_attr_flags`.
+pub mod cq_init {
+    pub const MASK_FLAGS: u32 = 1;
+    pub const FLAG_SINGLE_THREADED: u32 = 1;
+    pub const FLAG_IGNORE_OVERRUN: u32 = 1 << 1;
+}
+
+/// `enum ibv_create_cq_wc_flags`.
+pub mod wc_ex {
+    pub const BYTE_LEN: u64 = 1;
+    pub const IMM: u64 = 1 << 1;
+    pub const QP_NUM: u64 = 1 << 2;
+    pub const SRC_QP: u64 = 1 << 3;
+    pub const SLID: u64 = 1 << 4;
+    pub const SL: u64 = 1 << 5;
+    pub const DLID_PATH_BITS: u64 = 1 << 6;
+    /// What rxu fills in (no timestamps, VLANs, flow tags, tag matching).
+    pub const SUPPORTED: u64 = BYTE_LEN | IMM | QP_NUM | SRC_QP | SLID | SL | DLID_PATH_BITS;
+}
+
+/// `enum ibv_srq_init_attr_mask` and `enum ibv_srq_type`.
+pub mod srq_init {
+    pub const TYPE: u32 = 1;
+    pub const PD: u32 = 1 << 1;
+    pub const TYPE_BASIC: i32 = 0;
+}
+
+/// `enum ibv_access_flags` bits the provider looks at.
+pub mod access {
+    pub const ON_DEMAND: i32 = 1 << 6;
+}
+
+/// `enum ibv_odp_general_caps` and `enum ibv_odp_transport_cap_bits`.
+pub mod odp {
+    pub const SUPPORT: u64 = 1;
+    pub const SEND: u32 = 1;
+    pub const RECV: u32 = 1 << 1;
+    pub const WRITE: u32 = 1 << 2;
+    pub const READ: u32 = 1 << 3;
+    pub const ATOMIC: u32 = 1 << 4;
+    pub const SRQ_RECV: u32 = 1 << 5;
+}
+
+/// `enum ibv_port_state`, `enum ibv_port_cap_flags`/link layer, port flags.
+pub mod port {
+    pub const LINK_LAYER_ETHERNET: u8 = 2;
+    /// `IBV_QPF_GRH_REQUIRED`: RoCE addresses need a GRH.
+    pub const FLAG_GRH_REQUIRED: u8 = 1;
+}
+
+/// `IBV_REREG_MR_ERR_INPUT`.
+pub const REREG_MR_ERR_INPUT: i32 = -1;

@@ -1,0 +1,174 @@
+//! `alloc_context` / `free_context`: one client connection to the device's
+//! rxud per `ibv_open_device`.
+
+use std::ffi::{c_int, c_void};
+use std::mem::{offset_of, size_of};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::AtomicU32;
+
+use provider::client::Context;
+
+use crate::abi::{IbvContext, IbvDevice, VerbsContext, VERBS_CONTEXT_SIZE};
+use crate::channel::{self, ChannelMode, Channels};
+use crate::events::Live;
+use crate::guard::{self, OpResult};
+use crate::version::{self, Lib};
+use crate::{log_err, log_info, ops, register};
+
+/// What `_verbs_init_and_alloc_context` allocates (zeroed) for us.
+#[repr(C)]
+pub struct RxuContext {
+    pub vctx: VerbsContext,
+    /// Set once the context is fully open; NULL before.
+    pub state: *mut CtxState,
+}
+
+/// The provider's per-context state.
+pub struct CtxState {
+    pub client: Context,
+    pub lib: &'static Lib,
+    pub channels: Channels,
+    pub live: Live,
+    pub next_handle: AtomicU32,
+}
+
+/// The state behind an `ibv_context` this provider opened.
+///
+/// # Safety
+/// `ctx` must be a live context created by [`alloc_context`].
+pub unsafe fn state<'a>(ctx: *mut IbvContext) -> OpResult<&'a CtxState> {
+    // SAFETY: forwarded: ctx is the `context` of our VerbsContext, which is
+    // the first field of an RxuContext.
+    let rctx = unsafe { VerbsContext::from_ibv(ctx) }.cast::<RxuContext>();
+    // SAFETY: as above; `state` is set before the context is handed out and
+    // lives until free_context.
+    let st = unsafe { (*rctx).state };
+    if st.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: non-NULL, from Box::into_raw in alloc_context.
+    Ok(unsafe { &*st })
+}
+
+fn errno() -> c_int {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+pub unsafe extern "C" fn alloc_context(
+    dev: *mut IbvDevice,
+    cmd_fd: c_int,
+    _private_data: *mut c_void,
+) -> *mut VerbsContext {
+    guard::ptr_op("alloc_context", || {
+        let Some(lib) = version::lib() else {
+            // SAFETY: the library handed us ownership of cmd_fd.
+            unsafe { libc::close(cmd_fd) };
+            return Err(libc::ENOSYS);
+        };
+        // SAFETY: the C macro verbs_init_and_alloc_context passes the
+        // member's offset disguised as a pointer; the library calloc()s
+        // alloc_size bytes and initialises the verbs_context at that offset.
+        let base = unsafe {
+            (lib.init_and_alloc_context)(
+                dev,
+                cmd_fd,
+                size_of::<RxuContext>(),
+                offset_of!(RxuContext, vctx) as *mut VerbsContext,
+                0,
+            )
+        };
+        if base.is_null() {
+            // The library closed cmd_fd and set errno.
+            return Err(errno());
+        }
+        let rctx = base.cast::<RxuContext>();
+        // SAFETY: rctx is the fresh, initialised allocation.
+        match unsafe { open(rctx, dev, lib) } {
+            // SAFETY: as above.
+            Ok(()) => Ok(unsafe { &raw mut (*rctx).vctx }),
+            Err(e) => {
+                // SAFETY: as above; nothing else has seen it.
+                unsafe { teardown(rctx, lib) };
+                Err(e)
+            }
+        }
+    })
+}
+
+/// Checks the library's view of the context, connects to rxud, installs
+/// the ops and the fds.
+unsafe fn open(rctx: *mut RxuContext, dev: *mut IbvDevice, lib: &'static Lib) -> OpResult<()> {
+    // SAFETY: rctx is live and ours until returned (caller).
+    let vctx = unsafe { &mut (*rctx).vctx };
+    let ctx = &mut vctx.context;
+    if vctx.sz != VERBS_CONTEXT_SIZE || ctx.abi_compat as usize != usize::MAX || ctx.device != dev {
+        log_err!(
+            "{}: verbs_context is {} bytes (this provider is built for {VERBS_CONTEXT_SIZE}); \
+             refusing to open the device",
+            lib.path,
+            vctx.sz
+        );
+        return Err(libc::EPROTO);
+    }
+    // SAFETY: dev is the live device being opened.
+    let name = unsafe { register::ibdev_name(dev) };
+    let client = Context::open(&name).map_err(|e| {
+        log_err!("cannot open {name}: {e}");
+        e.errno()
+    })?;
+    let async_fd = client.async_fd().ok_or(libc::EPROTO)?;
+    // The library owns (and closes) context.async_fd; we keep ours.
+    // SAFETY: fcntl on a valid fd we own.
+    let lib_async = unsafe { libc::fcntl(async_fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+    if lib_async < 0 {
+        return Err(errno());
+    }
+    let mode = channel::choose_mode(ctx.cmd_fd);
+    if mode == ChannelMode::Refuse {
+        if let Err(e) = channel::make_cmd_fd_read_only(ctx.cmd_fd) {
+            // SAFETY: lib_async is ours, not yet handed out.
+            unsafe { libc::close(lib_async) };
+            return Err(e);
+        }
+    }
+    log_info!("{name}: opened (completion channels: {mode:?})");
+    let st = Box::new(CtxState {
+        client,
+        lib,
+        channels: Channels::new(mode),
+        live: Live::default(),
+        next_handle: AtomicU32::new(1),
+    });
+    // SAFETY: rctx is live; the state is freed in teardown.
+    unsafe { (*rctx).state = Box::into_raw(st) };
+    // SAFETY: vctx was initialised by the library; OPS is a static.
+    unsafe { (lib.set_ops)(vctx, &ops::OPS) };
+    vctx.context.async_fd = lib_async;
+    vctx.context.num_comp_vectors = 1;
+    Ok(())
+}
+
+/// Releases the provider state, then the library's part, then the block.
+unsafe fn teardown(rctx: *mut RxuContext, lib: &Lib) {
+    // SAFETY: rctx is a live RxuContext from _verbs_init_and_alloc_context.
+    unsafe {
+        let st = std::mem::replace(&mut (*rctx).state, std::ptr::null_mut());
+        if !st.is_null() {
+            drop(Box::from_raw(st));
+        }
+        // Closes cmd_fd and async_fd, drops the device reference.
+        (lib.uninit_context)(&raw mut (*rctx).vctx);
+        libc::free(rctx.cast());
+    }
+}
+
+pub unsafe extern "C" fn free_context(ctx: *mut IbvContext) {
+    guard::void_op("free_context", || {
+        let Some(lib) = version::lib() else { return };
+        // SAFETY: ctx is one of ours (the library calls this once per
+        // context, possibly half-opened: state may be NULL).
+        unsafe { teardown(VerbsContext::from_ibv(ctx).cast(), lib) };
+    })
+}

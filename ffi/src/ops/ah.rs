@@ -1,0 +1,52 @@
+//! Address handles (client-side only: the destination travels in each UD
+//! send). `ibv_create_ah_from_wc` reaches here through libibverbs'
+//! `ibv_init_ah_from_wc`, which builds a global address from the GRH rxud
+//! writes into UD receive buffers.
+
+use std::ffi::c_int;
+use std::sync::atomic::Ordering;
+
+use provider::client::Ah;
+
+use crate::abi::{IbvAh, IbvAhAttr, IbvPd};
+use crate::context::state;
+use crate::guard::{self, client_err};
+use crate::ops::convert::ah_from_c;
+use crate::ops::pd::pd_of;
+
+#[repr(C)]
+pub struct RxuAh {
+    pub ibv: IbvAh,
+    pub ah: Ah,
+}
+
+pub unsafe extern "C" fn create_ah(pd: *mut IbvPd, attr: *mut IbvAhAttr) -> *mut IbvAh {
+    guard::ptr_op("create_ah", || {
+        // SAFETY: pd ours, attr the caller's.
+        let (p, a, ctx) = unsafe { (pd_of(pd), &*attr, (*pd).context) };
+        // SAFETY: the PD's context is ours.
+        let st = unsafe { state(ctx)? };
+        let ah = Ah::new(p, ah_from_c(a)).map_err(client_err("create_ah"))?;
+        let ibv = IbvAh {
+            context: ctx,
+            pd,
+            handle: st.next_handle.fetch_add(1, Ordering::Relaxed),
+        };
+        Ok(Box::into_raw(Box::new(RxuAh { ibv, ah })).cast())
+    })
+}
+
+pub unsafe extern "C" fn destroy_ah(ah: *mut IbvAh) -> c_int {
+    guard::int_op("destroy_ah", || {
+        // SAFETY: from Box::into_raw in create_ah; the application's last use.
+        drop(unsafe { Box::from_raw(ah.cast::<RxuAh>()) });
+        Ok(())
+    })
+}
+
+/// # Safety
+/// `ah` must be a live AH made by this provider.
+pub unsafe fn client_ah<'a>(ah: *mut IbvAh) -> &'a Ah {
+    // SAFETY: forwarded; RxuAh starts with its ibv_ah.
+    unsafe { &(*ah.cast::<RxuAh>()).ah }
+}

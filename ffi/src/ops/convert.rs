@@ -1,0 +1,173 @@
+//! Conversions between the C attribute structs and the client library's.
+
+use provider::client::{AhAttr, QpAttr, QpCap, QpType};
+
+use crate::abi::consts::qp_type;
+use crate::abi::{IbvAhAttr, IbvGid, IbvGlobalRoute, IbvQpAttr, IbvQpCap};
+use crate::guard::OpResult;
+
+pub fn qp_type_from_c(t: i32) -> OpResult<QpType> {
+    match t {
+        qp_type::RC => Ok(QpType::Rc),
+        qp_type::UC => Ok(QpType::Uc),
+        qp_type::UD => Ok(QpType::Ud),
+        _ => Err(libc::EOPNOTSUPP),
+    }
+}
+
+pub fn cap_from_c(c: &IbvQpCap) -> QpCap {
+    QpCap {
+        max_send_wr: c.max_send_wr,
+        max_recv_wr: c.max_recv_wr,
+        max_send_sge: c.max_send_sge,
+        max_recv_sge: c.max_recv_sge,
+        max_inline_data: c.max_inline_data,
+    }
+}
+
+pub fn cap_to_c(c: &QpCap) -> IbvQpCap {
+    IbvQpCap {
+        max_send_wr: c.max_send_wr,
+        max_recv_wr: c.max_recv_wr,
+        max_send_sge: c.max_send_sge,
+        max_recv_sge: c.max_recv_sge,
+        max_inline_data: c.max_inline_data,
+    }
+}
+
+/// The RoCE part of an address vector (no LIDs: the GRH is the address).
+pub fn ah_from_c(a: &IbvAhAttr) -> AhAttr {
+    AhAttr {
+        dgid: a.grh.dgid.raw,
+        flow_label: a.grh.flow_label,
+        sgid_index: a.grh.sgid_index,
+        hop_limit: a.grh.hop_limit,
+        traffic_class: a.grh.traffic_class,
+        sl: a.sl,
+        is_global: a.is_global != 0,
+        port_num: a.port_num,
+    }
+}
+
+pub fn ah_to_c(a: &AhAttr) -> IbvAhAttr {
+    IbvAhAttr {
+        grh: IbvGlobalRoute {
+            dgid: IbvGid { raw: a.dgid },
+            flow_label: a.flow_label,
+            sgid_index: a.sgid_index,
+            hop_limit: a.hop_limit,
+            traffic_class: a.traffic_class,
+        },
+        dlid: 0,
+        sl: a.sl,
+        src_path_bits: 0,
+        static_rate: 0,
+        is_global: u8::from(a.is_global),
+        port_num: a.port_num,
+    }
+}
+
+/// Enum fields arrive as C ints; anything outside a u8 is refused.
+fn byte(v: i32) -> OpResult<u8> {
+    u8::try_from(v).map_err(|_| libc::EINVAL)
+}
+
+pub fn qp_attr_from_c(a: &IbvQpAttr) -> OpResult<QpAttr> {
+    Ok(QpAttr {
+        qp_state: byte(a.qp_state)?,
+        cur_qp_state: byte(a.cur_qp_state)?,
+        path_mtu: byte(a.path_mtu)?,
+        qkey: a.qkey,
+        rq_psn: a.rq_psn,
+        sq_psn: a.sq_psn,
+        dest_qp_num: a.dest_qp_num,
+        qp_access_flags: a.qp_access_flags,
+        pkey_index: a.pkey_index,
+        sq_draining: a.sq_draining,
+        max_rd_atomic: a.max_rd_atomic,
+        max_dest_rd_atomic: a.max_dest_rd_atomic,
+        min_rnr_timer: a.min_rnr_timer,
+        port_num: a.port_num,
+        timeout: a.timeout,
+        retry_cnt: a.retry_cnt,
+        rnr_retry: a.rnr_retry,
+        ah: ah_from_c(&a.ah_attr),
+        cap: cap_from_c(&a.cap),
+        sq_sig_all: false,
+    })
+}
+
+pub fn qp_attr_to_c(a: &QpAttr, cap: &QpCap) -> IbvQpAttr {
+    IbvQpAttr {
+        qp_state: a.qp_state.into(),
+        cur_qp_state: a.cur_qp_state.into(),
+        path_mtu: a.path_mtu.into(),
+        // IBV_MIG_MIGRATED: no alternate paths.
+        path_mig_state: 0,
+        qkey: a.qkey,
+        rq_psn: a.rq_psn,
+        sq_psn: a.sq_psn,
+        dest_qp_num: a.dest_qp_num,
+        qp_access_flags: a.qp_access_flags,
+        cap: cap_to_c(cap),
+        ah_attr: ah_to_c(&a.ah),
+        alt_ah_attr: IbvAhAttr::default(),
+        pkey_index: a.pkey_index,
+        alt_pkey_index: 0,
+        en_sqd_async_notify: 0,
+        sq_draining: a.sq_draining,
+        max_rd_atomic: a.max_rd_atomic,
+        max_dest_rd_atomic: a.max_dest_rd_atomic,
+        min_rnr_timer: a.min_rnr_timer,
+        port_num: a.port_num,
+        timeout: a.timeout,
+        retry_cnt: a.retry_cnt,
+        rnr_retry: a.rnr_retry,
+        alt_port_num: 0,
+        alt_timeout: 0,
+        rate_limit: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ah_round_trip() {
+        let a = AhAttr {
+            dgid: [7; 16],
+            flow_label: 0xabcde,
+            sgid_index: 3,
+            hop_limit: 64,
+            traffic_class: 9,
+            sl: 2,
+            is_global: true,
+            port_num: 1,
+        };
+        assert_eq!(ah_from_c(&ah_to_c(&a)), a);
+    }
+
+    #[test]
+    fn qp_attr_round_trip_and_bad_enum() {
+        let mut c = IbvQpAttr {
+            qp_state: 3,
+            path_mtu: 3,
+            qkey: 0x1111_1111,
+            rq_psn: 5,
+            sq_psn: 6,
+            dest_qp_num: 0x12,
+            max_rd_atomic: 4,
+            timeout: 14,
+            ..Default::default()
+        };
+        let q = qp_attr_from_c(&c).unwrap();
+        let back = qp_attr_to_c(&q, &QpCap::default());
+        assert_eq!(
+            (back.qp_state, back.qkey, back.dest_qp_num),
+            (3, 0x1111_1111, 0x12)
+        );
+        c.qp_state = 300;
+        assert_eq!(qp_attr_from_c(&c).err(), Some(libc::EINVAL));
+    }
+}

@@ -1,0 +1,226 @@
+//! `ibv_create_cq_ex` and the extended polling callbacks
+//! (`ibv_start_poll`/`next_poll`/`end_poll`, `ibv_wc_read_*`).
+
+use std::cell::UnsafeCell;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use provider::client::Wc;
+use transport::qp::wc_flags;
+
+use crate::abi::consts::{cq_init, wc_ex};
+use crate::abi::{IbvContext, IbvCqEx, IbvCqInitAttrEx, IbvPollCqAttr};
+use crate::guard::{self, client_err, OpResult};
+use crate::log::unsupported;
+use crate::ops::cq::{self, RxuCq};
+
+/// The completion between `start_poll` and `end_poll`. `busy` is held from
+/// a successful `start_poll` to `end_poll`, so one poller at a time sees it.
+#[derive(Default)]
+pub struct PollState {
+    busy: AtomicBool,
+    cur: UnsafeCell<Wc>,
+}
+
+impl PollState {
+    fn lock(&self) {
+        let mut spins = 0u32;
+        while self
+            .busy
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+    fn unlock(&self) {
+        self.busy.store(false, Ordering::Release);
+    }
+}
+
+pub unsafe extern "C" fn create_cq_ex(
+    ctx: *mut IbvContext,
+    attr: *mut IbvCqInitAttrEx,
+) -> *mut IbvCqEx {
+    guard::ptr_op("create_cq_ex", || {
+        // SAFETY: libibverbs passes the caller's attributes.
+        let a = unsafe { &*attr };
+        if a.comp_mask & !cq_init::MASK_FLAGS != 0 {
+            unsupported("create_cq_ex with a parent domain or unknown comp_mask");
+            return Err(libc::EOPNOTSUPP);
+        }
+        let flags = if a.comp_mask & cq_init::MASK_FLAGS != 0 {
+            a.flags
+        } else {
+            0
+        };
+        if flags & !(cq_init::FLAG_SINGLE_THREADED | cq_init::FLAG_IGNORE_OVERRUN) != 0 {
+            unsupported("create_cq_ex flags");
+            return Err(libc::EOPNOTSUPP);
+        }
+        if a.wc_flags & !wc_ex::SUPPORTED != 0 {
+            unsupported("create_cq_ex wc_flags (timestamps, cvlan, flow tag, tag matching)");
+            return Err(libc::EOPNOTSUPP);
+        }
+        let cqe = c_int::try_from(a.cqe).map_err(|_| libc::EINVAL)?;
+        let comp_vector = c_int::try_from(a.comp_vector).map_err(|_| libc::EINVAL)?;
+        // SAFETY: ctx is ours, the channel is the caller's.
+        let p = unsafe { cq::create(ctx, cqe, a.channel, comp_vector, true)? };
+        Ok(p.cast())
+    })
+}
+
+/// Sets every callback of an extended CQ (unsupported fields read as 0).
+pub fn install(c: &mut IbvCqEx) {
+    c.start_poll = Some(start_poll);
+    c.next_poll = Some(next_poll);
+    c.end_poll = Some(end_poll);
+    c.read_opcode = Some(read_opcode);
+    c.read_vendor_err = Some(read_vendor_err);
+    c.read_byte_len = Some(read_byte_len);
+    c.read_imm_data = Some(read_imm_data);
+    c.read_qp_num = Some(read_qp_num);
+    c.read_src_qp = Some(read_src_qp);
+    c.read_wc_flags = Some(read_wc_flags);
+    c.read_slid = Some(read_slid);
+    c.read_sl = Some(read_sl);
+    c.read_dlid_path_bits = Some(read_dlid_path_bits);
+    c.read_completion_ts = Some(read_zero_u64);
+    c.read_cvlan = Some(read_cvlan);
+    c.read_flow_tag = Some(read_flow_tag);
+    c.read_tm_info = Some(read_tm_info);
+    c.read_completion_wallclock_ns = Some(read_zero_u64);
+}
+
+/// # Safety
+/// `cq` must be a live extended CQ of this provider.
+unsafe fn rxu<'a>(cq: *mut IbvCqEx) -> &'a RxuCq {
+    // SAFETY: forwarded; RxuCq starts with its IbvCqEx.
+    unsafe { &*cq.cast::<RxuCq>() }
+}
+
+/// Loads the next completion into `cur`, `status` and `wr_id`.
+unsafe fn advance(cq: *mut IbvCqEx) -> OpResult<()> {
+    // SAFETY: forwarded.
+    let r = unsafe { rxu(cq) };
+    let mut w = [Wc::default()];
+    let n = r.cq.poll(&mut w).map_err(client_err("start_poll"))?;
+    if n == 0 {
+        return Err(libc::ENOENT);
+    }
+    // SAFETY: the poller holds `busy`, so no one else touches `cur`; the
+    // status/wr_id fields are the application's to read after this.
+    unsafe {
+        *r.poll.cur.get() = w[0];
+        (*cq).status = w[0].status as c_int;
+        (*cq).wr_id = w[0].wr_id;
+    }
+    Ok(())
+}
+
+unsafe extern "C" fn start_poll(cq: *mut IbvCqEx, attr: *mut IbvPollCqAttr) -> c_int {
+    guard::int_op("start_poll", || {
+        // SAFETY: attr is NULL or the caller's.
+        if !attr.is_null() && unsafe { (*attr).comp_mask } != 0 {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: cq is one of ours.
+        let r = unsafe { rxu(cq) };
+        r.poll.lock();
+        // SAFETY: as above, `busy` held.
+        let res = unsafe { advance(cq) };
+        if res.is_err() {
+            // No end_poll follows a failed start_poll.
+            r.poll.unlock();
+        }
+        res
+    })
+}
+
+unsafe extern "C" fn next_poll(cq: *mut IbvCqEx) -> c_int {
+    // SAFETY: called between start_poll and end_poll: `busy` is held.
+    guard::int_op("next_poll", || unsafe { advance(cq) })
+}
+
+unsafe extern "C" fn end_poll(cq: *mut IbvCqEx) {
+    // SAFETY: cq is one of ours.
+    guard::void_op("end_poll", || unsafe { rxu(cq) }.poll.unlock())
+}
+
+/// The current completion.
+///
+/// # Safety
+/// Between a successful start_poll and end_poll, on one of our CQs.
+unsafe fn cur<'a>(cq: *mut IbvCqEx) -> &'a Wc {
+    // SAFETY: forwarded; the poller holds `busy`.
+    unsafe { &*rxu(cq).poll.cur.get() }
+}
+
+unsafe extern "C" fn read_opcode(cq: *mut IbvCqEx) -> c_int {
+    // SAFETY: called by the poller (see `cur`).
+    unsafe { cur(cq) }.opcode as c_int
+}
+unsafe extern "C" fn read_vendor_err(cq: *mut IbvCqEx) -> u32 {
+    // SAFETY: as above.
+    unsafe { cur(cq) }.vendor_err
+}
+unsafe extern "C" fn read_byte_len(cq: *mut IbvCqEx) -> u32 {
+    // SAFETY: as above.
+    unsafe { cur(cq) }.byte_len
+}
+/// `__be32`, except an invalidated rkey (ibv_wc_read_invalidated_rkey
+/// reads it through this callback), which is host order.
+unsafe extern "C" fn read_imm_data(cq: *mut IbvCqEx) -> u32 {
+    // SAFETY: as above.
+    let w = unsafe { cur(cq) };
+    if w.wc_flags & wc_flags::WITH_INV != 0 {
+        w.imm_data
+    } else {
+        w.imm_data.to_be()
+    }
+}
+unsafe extern "C" fn read_qp_num(cq: *mut IbvCqEx) -> u32 {
+    // SAFETY: as above.
+    unsafe { cur(cq) }.qp_num
+}
+unsafe extern "C" fn read_src_qp(cq: *mut IbvCqEx) -> u32 {
+    // SAFETY: as above.
+    unsafe { cur(cq) }.src_qp
+}
+unsafe extern "C" fn read_wc_flags(cq: *mut IbvCqEx) -> u32 {
+    // SAFETY: as above.
+    unsafe { cur(cq) }.wc_flags
+}
+unsafe extern "C" fn read_slid(cq: *mut IbvCqEx) -> u32 {
+    // SAFETY: as above.
+    unsafe { cur(cq) }.slid.into()
+}
+unsafe extern "C" fn read_sl(cq: *mut IbvCqEx) -> u8 {
+    // SAFETY: as above.
+    unsafe { cur(cq) }.sl
+}
+unsafe extern "C" fn read_dlid_path_bits(cq: *mut IbvCqEx) -> u8 {
+    // SAFETY: as above.
+    unsafe { cur(cq) }.dlid_path_bits
+}
+unsafe extern "C" fn read_zero_u64(_cq: *mut IbvCqEx) -> u64 {
+    0
+}
+unsafe extern "C" fn read_cvlan(_cq: *mut IbvCqEx) -> u16 {
+    0
+}
+unsafe extern "C" fn read_flow_tag(_cq: *mut IbvCqEx) -> u32 {
+    0
+}
+/// `struct ibv_wc_tm_info` { u64 tag; u32 priv; } (16 bytes), all zero.
+unsafe extern "C" fn read_tm_info(_cq: *mut IbvCqEx, info: *mut c_void) {
+    if !info.is_null() {
+        // SAFETY: the caller passes a struct ibv_wc_tm_info.
+        unsafe { std::ptr::write_bytes(info.cast::<u8>(), 0, 16) };
+    }
+}

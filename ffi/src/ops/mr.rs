@@ -1,0 +1,77 @@
+//! Memory regions. rxud reaches registered memory through the process's
+//! /proc/self/mem when an operation needs it and never pins pages, which is
+//! explicit on-demand paging already: IBV_ACCESS_ON_DEMAND is accepted (and
+//! advertised in odp_caps) and changes nothing. Implicit ODP (the whole
+//! address space) is not offered.
+
+use std::ffi::{c_int, c_void};
+
+use provider::client::{reg_mr_iova, Mr};
+
+use crate::abi::consts::access::ON_DEMAND;
+use crate::abi::{IbvMr, IbvPd, VerbsMr};
+use crate::guard::{self, client_err};
+use crate::log_info;
+use crate::ops::pd::pd_of;
+
+/// A `verbs_mr` (what `ibv_dereg_mr` expects) with the client MR behind it.
+#[repr(C)]
+pub struct RxuMr {
+    pub vmr: VerbsMr,
+    /// Taken out while deregistering; put back if that fails.
+    pub mr: Option<Mr>,
+}
+
+pub unsafe extern "C" fn reg_mr(
+    pd: *mut IbvPd,
+    addr: *mut c_void,
+    length: usize,
+    hca_va: u64,
+    access: c_int,
+) -> *mut IbvMr {
+    guard::ptr_op("reg_mr", || {
+        if access & ON_DEMAND != 0 && addr.is_null() && length == usize::MAX {
+            log_info!("reg_mr: implicit ODP is not supported");
+            return Err(libc::EOPNOTSUPP);
+        }
+        // SAFETY: pd is one of ours.
+        let p = unsafe { pd_of(pd) };
+        let acc = (access & !ON_DEMAND) as u32;
+        // SAFETY: the C caller registers its own memory, as with any NIC:
+        // rxud may write it behind the program's back until dereg.
+        let mr = unsafe { reg_mr_iova(p, addr.cast(), length, hca_va, acc) }
+            .map_err(client_err("reg_mr"))?;
+        let vmr = VerbsMr {
+            ibv_mr: IbvMr {
+                // SAFETY: pd is live.
+                context: unsafe { (*pd).context },
+                pd,
+                addr,
+                length,
+                handle: mr.handle(),
+                lkey: mr.lkey(),
+                rkey: mr.rkey(),
+            },
+            mr_type: 0,
+            access,
+        };
+        let b = Box::new(RxuMr { vmr, mr: Some(mr) });
+        Ok(Box::into_raw(b).cast())
+    })
+}
+
+pub unsafe extern "C" fn dereg_mr(vmr: *mut VerbsMr) -> c_int {
+    guard::int_op("dereg_mr", || {
+        let r = vmr.cast::<RxuMr>();
+        // SAFETY: vmr is one of ours; the application's last use.
+        let slot = unsafe { &mut (*r).mr };
+        let mr = slot.take().ok_or(libc::EINVAL)?;
+        if let Err((mr, e)) = mr.dereg() {
+            *slot = Some(mr);
+            return Err(client_err("dereg_mr")(e));
+        }
+        // SAFETY: from Box::into_raw in reg_mr.
+        drop(unsafe { Box::from_raw(r) });
+        Ok(())
+    })
+}

@@ -1,0 +1,51 @@
+//! Protection domains.
+
+use provider::client::Pd;
+
+use crate::abi::{IbvContext, IbvPd};
+use crate::context::state;
+use crate::guard::{self, client_err};
+
+/// An `ibv_pd` with the client PD behind it.
+#[repr(C)]
+pub struct RxuPd {
+    pub ibv: IbvPd,
+    pub pd: Pd,
+}
+
+/// The client PD of one of our `ibv_pd`s.
+///
+/// # Safety
+/// `pd` must be a live PD made by [`alloc_pd`].
+pub unsafe fn pd_of<'a>(pd: *mut IbvPd) -> &'a Pd {
+    // SAFETY: forwarded; RxuPd starts with its IbvPd.
+    unsafe { &(*pd.cast::<RxuPd>()).pd }
+}
+
+pub unsafe extern "C" fn alloc_pd(ctx: *mut IbvContext) -> *mut IbvPd {
+    guard::ptr_op("alloc_pd", || {
+        // SAFETY: ctx is one of ours (libibverbs only calls our ops on them).
+        let st = unsafe { state(ctx)? };
+        let pd = Pd::alloc(&st.client).map_err(client_err("alloc_pd"))?;
+        let ibv = IbvPd {
+            context: ctx,
+            handle: pd.handle(),
+        };
+        Ok(Box::into_raw(Box::new(RxuPd { ibv, pd })).cast())
+    })
+}
+
+pub unsafe extern "C" fn dealloc_pd(pd: *mut IbvPd) -> i32 {
+    guard::int_op("dealloc_pd", || {
+        // SAFETY: pd is one of ours.
+        let p = unsafe { pd_of(pd) };
+        // Deallocating a clone marks the shared PD dead; on failure
+        // (EBUSY) the object stays as it was.
+        p.clone()
+            .dealloc()
+            .map_err(|(_, e)| client_err("dealloc_pd")(e))?;
+        // SAFETY: from Box::into_raw in alloc_pd; the application's last use.
+        drop(unsafe { Box::from_raw(pd.cast::<RxuPd>()) });
+        Ok(())
+    })
+}

@@ -1,0 +1,141 @@
+//! Verbs rxu does not offer: each says so in the log (once per process)
+//! and fails with EOPNOTSUPP, the code libibverbs' own placeholders use.
+//! Two are real answers rather than refusals: `query_qp_data_in_order`
+//! (0: no in-order guarantee promised) and `advise_mr` (prefetching is a
+//! hint; memory is always reached on demand).
+
+use std::ffi::{c_int, c_void};
+
+use crate::abi::consts::REREG_MR_ERR_INPUT;
+use crate::abi::{IbvContext, IbvGid, IbvMr, IbvPd, IbvQp, IbvSge, IbvSrq, VerbsMr};
+use crate::guard::set_errno;
+use crate::log::unsupported;
+
+type V = *mut c_void;
+type Ctx = *mut IbvContext;
+
+/// Defines stubs: `int` ones return EOPNOTSUPP, pointer ones NULL with
+/// errno EOPNOTSUPP, void ones just log.
+macro_rules! stubs {
+    ($( $kind:ident $name:ident ( $($t:ty),* ) ; )*) => { $(
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn $name($(_: $t),*) -> stubs!(@ret $kind) {
+            unsupported(stringify!($name));
+            stubs!(@val $kind)
+        }
+    )* };
+    (@ret int) => { c_int };
+    (@ret ptr) => { V };
+    (@ret void) => { () };
+    (@val int) => { libc::EOPNOTSUPP };
+    (@val ptr) => {{ set_errno(libc::EOPNOTSUPP); std::ptr::null_mut() }};
+    (@val void) => { () };
+}
+
+stubs! {
+    ptr alloc_dm(Ctx, V);
+    ptr alloc_mw(*mut IbvPd, c_int);
+    ptr alloc_td(Ctx, V);
+    int attach_counters_point_flow(V, V, V);
+    int attach_mcast(*mut IbvQp, *const IbvGid, u16);
+    int bind_mw(*mut IbvQp, V, V);
+    int close_xrcd(V);
+    ptr create_counters(Ctx, V);
+    ptr create_flow(*mut IbvQp, V);
+    ptr create_flow_action_esp(Ctx, V);
+    ptr create_rwq_ind_table(Ctx, V);
+    ptr create_wq(Ctx, V);
+    int dealloc_mw(V);
+    int dealloc_td(V);
+    int destroy_counters(V);
+    int destroy_flow(V);
+    int destroy_flow_action(V);
+    int destroy_rwq_ind_table(V);
+    int destroy_wq(V);
+    int detach_mcast(*mut IbvQp, *const IbvGid, u16);
+    int free_dm(V);
+    int get_srq_num(*mut IbvSrq, *mut u32);
+    ptr import_dm(Ctx, u32);
+    int modify_cq(V, V);
+    int modify_flow_action_esp(V, V);
+    int modify_qp_rate_limit(*mut IbvQp, V);
+    int modify_wq(V, V);
+    ptr open_qp(Ctx, V);
+    ptr open_xrcd(Ctx, V);
+    int query_ece(*mut IbvQp, V);
+    int query_rt_values(Ctx, V);
+    int read_counters(V, *mut u64, u32, u32);
+    ptr reg_dm_mr(*mut IbvPd, V, u64, usize, u32);
+    ptr reg_dmabuf_mr(*mut IbvPd, u64, usize, u64, c_int, c_int);
+    int set_ece(*mut IbvQp, V);
+    void unimport_dm(V);
+    void unimport_mr(*mut IbvMr);
+    void unimport_pd(*mut IbvPd);
+}
+
+pub unsafe extern "C" fn alloc_null_mr(_pd: *mut IbvPd) -> *mut IbvMr {
+    unsupported("alloc_null_mr");
+    set_errno(libc::EOPNOTSUPP);
+    std::ptr::null_mut()
+}
+
+pub unsafe extern "C" fn alloc_parent_domain(_ctx: Ctx, _attr: V) -> *mut IbvPd {
+    unsupported("alloc_parent_domain");
+    set_errno(libc::EOPNOTSUPP);
+    std::ptr::null_mut()
+}
+
+pub unsafe extern "C" fn import_mr(_pd: *mut IbvPd, _h: u32) -> *mut IbvMr {
+    unsupported("import_mr");
+    set_errno(libc::EOPNOTSUPP);
+    std::ptr::null_mut()
+}
+
+pub unsafe extern "C" fn import_pd(_ctx: Ctx, _h: u32) -> *mut IbvPd {
+    unsupported("import_pd");
+    set_errno(libc::EOPNOTSUPP);
+    std::ptr::null_mut()
+}
+
+/// `ibv_post_srq_ops` (tag matching): the first op is the bad one.
+pub unsafe extern "C" fn post_srq_ops(_srq: *mut IbvSrq, op: V, bad: *mut V) -> c_int {
+    unsupported("post_srq_ops");
+    if !bad.is_null() {
+        // SAFETY: the caller's out-parameter.
+        unsafe { *bad = op };
+    }
+    libc::EOPNOTSUPP
+}
+
+/// `ibv_rereg_mr` returns the negative IBV_REREG_MR_ERR_* codes.
+pub unsafe extern "C" fn rereg_mr(
+    _mr: *mut VerbsMr,
+    _f: c_int,
+    _pd: *mut IbvPd,
+    _a: V,
+    _l: usize,
+    _acc: c_int,
+) -> c_int {
+    unsupported("rereg_mr");
+    set_errno(libc::EOPNOTSUPP);
+    REREG_MR_ERR_INPUT
+}
+
+pub unsafe extern "C" fn query_qp_data_in_order(_qp: *mut IbvQp, _op: c_int, _flags: u32) -> c_int {
+    0
+}
+
+/// Prefetch advice (0..=2) is accepted as the no-op it is here.
+pub unsafe extern "C" fn advise_mr(
+    _pd: *mut IbvPd,
+    advice: c_int,
+    _flags: u32,
+    _sg: *mut IbvSge,
+    _n: u32,
+) -> c_int {
+    if (0..=2).contains(&advice) {
+        0
+    } else {
+        libc::EOPNOTSUPP
+    }
+}
