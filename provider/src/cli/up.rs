@@ -101,10 +101,10 @@ pub fn plan(
             let p = iface
                 .primary_addr()
                 .ok_or_else(|| CliError::NoAddress(iface.name.clone()))?;
-            let mut all = iface.addrs.clone();
-            // IPv4 first, as the GID table will be.
-            all.sort_by_key(|a| a.is_ipv6());
-            (all, p)
+            // rxud serves one address (its engine binds one socket), so
+            // the GID table lists only that one: a GID that does not work
+            // would be worse than a missing one.
+            (vec![p], p)
         }
     };
     let eth_mtu =
@@ -517,13 +517,11 @@ mod tests {
     }
 
     #[test]
-    fn netdev_gives_all_its_addresses_ipv4_first() {
+    fn netdev_gives_its_first_ipv4_address_as_the_only_gid() {
         let p = plan_of(&opts(Some("eth0"), None)).unwrap();
         assert_eq!(p.netdev, "eth0");
         assert_eq!(p.primary, "10.0.0.5".parse::<IpAddr>().unwrap());
-        assert_eq!(p.addrs[0], p.primary);
-        assert_eq!(p.addrs.len(), 3);
-        assert!(p.addrs[2].is_ipv6());
+        assert_eq!(p.addrs, vec![p.primary]);
         assert_eq!(format::guid(p.node_guid), "0211:22ff:fe33:4455");
         // rxud derives the same GUID from the MAC whatever the address.
         let by_addr = plan_of(&opts(None, Some("10.0.0.6"))).unwrap();
