@@ -1,0 +1,228 @@
+//! Unmodified verbs programs on an rxu device: rdma-core's ibv_devices,
+//! ibv_devinfo and the four pingpongs, perftest, and small C programs for
+//! what those do not reach (ibv_create_ah_from_wc, the extended CQ,
+//! unsupported verbs, completion-channel refusal). Each test brings up its
+//! own device on 127.0.5.x and runs one server/client pair at a time.
+
+mod verbs_util;
+
+use std::time::Duration;
+
+use verbs_util::{compile_c, serial, Dev};
+
+const PINGPONGS: [&str; 4] = [
+    "ibv_rc_pingpong",
+    "ibv_uc_pingpong",
+    "ibv_ud_pingpong",
+    "ibv_srq_pingpong",
+];
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[test]
+fn devices_and_devinfo() {
+    let _g = serial();
+    let Some(dev) = Dev::up("rxut1", "127.0.5.1", &["ibv_devices", "ibv_devinfo"]) else {
+        return;
+    };
+    let r = dev.run("ibv_devices", &[], LIMIT);
+    r.expect_ok();
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("rxut1"))
+        .unwrap_or_else(|| panic!("ibv_devices does not list rxut1:\n{}", r.report()));
+    let guid = line
+        .split_whitespace()
+        .nth(1)
+        .expect("a node GUID")
+        .to_owned();
+
+    let r = dev.run("ibv_devinfo", &["-v", "-d", "rxut1"], LIMIT);
+    r.expect_ok();
+    let out = &r.stdout;
+    let has = |s: &str| assert!(out.contains(s), "ibv_devinfo -v lacks {s:?}:\n{out}");
+    has("hca_id:\trxut1");
+    has("vendor_id:\t\t\t0xffffff");
+    has("phys_port_cnt:\t\t\t1");
+    has("state:\t\t\tPORT_ACTIVE (4)");
+    has("link_layer:\t\tEthernet");
+    has("phys_state:\t\tLINK_UP (5)");
+    has("num_comp_vectors:\t\t1");
+    has("GID[  0]:\t\t::ffff:127.0.5.1, RoCE v2");
+    // The GUID from query_device matches the sysfs one ibv_devices shows.
+    let g = &guid;
+    let dotted = format!("{}:{}:{}:{}", &g[0..4], &g[4..8], &g[8..12], &g[12..16]);
+    has(&format!("node_guid:\t\t\t{dotted}"));
+    assert!(r.stderr.is_empty(), "ibv_devinfo warned:\n{}", r.stderr);
+}
+
+#[test]
+fn pingpongs() {
+    let _g = serial();
+    let Some(dev) = Dev::up("rxut2", "127.0.5.2", &PINGPONGS) else {
+        return;
+    };
+    let runs: &[(&str, &[&str])] = &[
+        ("ibv_rc_pingpong", &["-g", "0"]),
+        ("ibv_rc_pingpong", &["-g", "0", "-e"]),
+        ("ibv_rc_pingpong", &["-g", "0", "-N"]),
+        ("ibv_rc_pingpong", &["-g", "0", "-c"]),
+        // 64 bytes fit max_inline_data: every send is IBV_SEND_INLINE.
+        ("ibv_rc_pingpong", &["-g", "0", "-s", "64", "-c"]),
+        (
+            "ibv_rc_pingpong",
+            &["-g", "0", "-N", "-e", "-c", "-s", "100"],
+        ),
+        ("ibv_rc_pingpong", &["-g", "0", "-o", "-P", "-c"]),
+        ("ibv_uc_pingpong", &["-g", "0", "-c"]),
+        ("ibv_uc_pingpong", &["-g", "0", "-e"]),
+        ("ibv_ud_pingpong", &["-g", "0", "-c"]),
+        ("ibv_ud_pingpong", &["-g", "0", "-e"]),
+        ("ibv_srq_pingpong", &["-g", "0", "-c"]),
+        ("ibv_srq_pingpong", &["-g", "0", "-e"]),
+    ];
+    for (i, (tool, args)) in runs.iter().enumerate() {
+        let p = dev.pair(tool, 19610 + i as u16, args, LIMIT);
+        p.expect_ok();
+        assert!(
+            p.client_stdout().contains("iters in"),
+            "{tool} {args:?}: no result line\n{}",
+            p.report()
+        );
+    }
+}
+
+#[test]
+fn pingpong_options_the_device_lacks_fail_cleanly() {
+    let _g = serial();
+    let Some(dev) = Dev::up("rxut3", "127.0.5.3", &["ibv_rc_pingpong"]) else {
+        return;
+    };
+    // Timestamps, device memory, implicit ODP: refused before any traffic.
+    for (opt, msg) in [
+        ("-t", "completion timestamp"),
+        ("-j", "dm"),
+        ("-O", "implicit ODP"),
+    ] {
+        let r = dev.run(
+            "ibv_rc_pingpong",
+            &["-d", "rxut3", "-g", "0", "-p", "19640", opt, "127.0.0.1"],
+            LIMIT,
+        );
+        assert!(
+            !r.ok() && !r.timed_out,
+            "{opt} should fail:\n{}",
+            r.report()
+        );
+        assert!(r.stderr.contains(msg), "{opt}: {}", r.report());
+    }
+    // The contract's option A on request: no completion channels at all.
+    let mut c = dev.cmd("ibv_rc_pingpong");
+    c.args(["-d", "rxut3", "-g", "0", "-p", "19641", "-e", "127.0.0.1"])
+        .env("RXU_COMP_CHANNEL", "refuse");
+    let out = c.output().expect("run ibv_rc_pingpong");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Couldn't create completion channel"), "{err}");
+}
+
+#[test]
+fn perftest() {
+    let _g = serial();
+    let tools = [
+        "ib_write_bw",
+        "ib_read_bw",
+        "ib_send_bw",
+        "ib_atomic_bw",
+        "ib_write_lat",
+        "ib_read_lat",
+        "ib_send_lat",
+        "ib_atomic_lat",
+    ];
+    let Some(dev) = Dev::up("rxut4", "127.0.5.4", &tools) else {
+        return;
+    };
+    let runs: &[(&str, &[&str])] = &[
+        ("ib_write_bw", &["-x", "0", "-n", "2000"]),
+        // No -x: perftest picks the IPv4-mapped RoCE v2 GID itself.
+        ("ib_write_bw", &["-n", "1000", "-s", "4096"]),
+        (
+            "ib_write_bw",
+            &["-x", "0", "-q", "4", "-l", "8", "-n", "2000"],
+        ),
+        ("ib_write_bw", &["-x", "0", "-c", "UC", "-n", "1000"]),
+        ("ib_write_bw", &["-x", "0", "--odp", "-n", "1000"]),
+        ("ib_read_bw", &["-x", "0", "-n", "1000"]),
+        (
+            "ib_read_bw",
+            &["-x", "0", "-o", "4", "-s", "1000000", "-n", "100"],
+        ),
+        ("ib_send_bw", &["-x", "0", "-n", "1000"]),
+        ("ib_send_bw", &["-x", "0", "-e", "-n", "1000"]),
+        ("ib_send_bw", &["-x", "0", "-b", "-n", "1000"]),
+        ("ib_send_bw", &["-x", "0", "--use-srq", "-n", "1000"]),
+        ("ib_send_bw", &["-x", "0", "-c", "UD", "-n", "1000"]),
+        (
+            "ib_send_bw",
+            &["-x", "0", "-c", "UD", "-e", "-q", "2", "-n", "1000"],
+        ),
+        ("ib_atomic_bw", &["-x", "0", "-n", "1000"]),
+        ("ib_write_lat", &["-x", "0", "-n", "1000"]),
+        ("ib_read_lat", &["-x", "0", "-n", "1000"]),
+        ("ib_send_lat", &["-x", "0", "-n", "1000"]),
+        ("ib_send_lat", &["-x", "0", "-e", "-n", "1000"]),
+        ("ib_send_lat", &["-x", "0", "-c", "UD", "-n", "1000"]),
+        ("ib_send_lat", &["-x", "0", "-c", "UC", "-n", "1000"]),
+        ("ib_atomic_lat", &["-x", "0", "-n", "1000"]),
+    ];
+    for (i, (tool, args)) in runs.iter().enumerate() {
+        let p = dev.pair(tool, 19650 + i as u16, args, LIMIT);
+        if !p.ok() {
+            panic!("{}\ndaemon counters:\n{}", p.report(), dev.stats());
+        }
+        assert!(
+            p.client_stdout().contains("#bytes"),
+            "{tool} {args:?}: no result table\n{}",
+            p.report()
+        );
+    }
+}
+
+#[test]
+fn ah_from_wc_and_extended_cq() {
+    let _g = serial();
+    let Some(dev) = Dev::up("rxut5", "127.0.5.5", &[]) else {
+        return;
+    };
+    let Some(exe) = compile_c("ah_from_wc", dev.runtime_dir()) else {
+        return;
+    };
+    let r = dev.run(exe.to_str().unwrap(), &["rxut5", "0"], LIMIT);
+    r.expect_ok();
+    assert!(r.stdout.contains("ah_from_wc: ok"), "{}", r.report());
+}
+
+#[test]
+fn unsupported_verbs_fail_with_a_log_line() {
+    let _g = serial();
+    let Some(dev) = Dev::up("rxut6", "127.0.5.6", &[]) else {
+        return;
+    };
+    let Some(exe) = compile_c("unsupported", dev.runtime_dir()) else {
+        return;
+    };
+    let r = dev.run(exe.to_str().unwrap(), &["rxut6"], LIMIT);
+    r.expect_ok();
+    for v in [
+        "alloc_mw",
+        "open_xrcd",
+        "create_cq_ex wc_flags",
+        "attach_mcast",
+    ] {
+        assert!(
+            r.stderr.contains(&format!("rxu: {v}")),
+            "no log line for {v}:\n{}",
+            r.report()
+        );
+    }
+}

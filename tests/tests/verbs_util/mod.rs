@@ -1,0 +1,373 @@
+//! Running unmodified verbs programs (rdma-core's tools, perftest, small C
+//! programs) against an rxu device brought up with `rxu up` and the
+//! provider loaded through RDMAV_DRIVERS.
+//!
+//! Every device gets its own runtime directory and 127.0.5.x address, every
+//! program run is bounded by a timeout (killed after it), and a failing run
+//! prints the programs' output. Tests skip, saying why, when they cannot
+//! run here (not root: `rxu up` creates /dev/infiniband/uverbsN; a tool
+//! not installed).
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+/// One test at a time: each runs a daemon and pairs of busy-polling
+/// programs, and the machine may have two cores.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static M: Mutex<()> = Mutex::new(());
+    M.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // /proc/self belongs to the effective uid.
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// Whether `tool` is on PATH.
+pub fn have(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false)
+}
+
+/// target/<profile> of this test executable (target/<profile>/deps/x).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .to_owned()
+}
+
+/// Builds rxu, rxud and the provider with this test's profile (cargo is
+/// not holding the build lock while tests run) and returns target/<profile>.
+fn built() -> Result<&'static Path, String> {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = profile_dir();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", "provider", "--bins", "-p", "ffi"]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let out = cmd.output().map_err(|e| format!("running cargo: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "cargo build failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        for f in ["rxu", "rxud", "librxu.so"] {
+            if !dir.join(f).is_file() {
+                return Err(format!("{} missing after the build", dir.join(f).display()));
+            }
+        }
+        Ok(dir)
+    })
+    .as_deref()
+    .map_err(Clone::clone)
+}
+
+/// A device that is up, with the environment a verbs program needs.
+pub struct Dev {
+    pub name: String,
+    pub addr: String,
+    rt: PathBuf,
+    rxu: PathBuf,
+    pub env: HashMap<String, String>,
+}
+
+impl Dev {
+    /// Brings up `name` on `addr`; None (after printing why) when the test
+    /// cannot run here. `tools` must be installed.
+    pub fn up(name: &str, addr: &str, tools: &[&str]) -> Option<Dev> {
+        if !is_root() {
+            eprintln!("skipped: needs root (rxu up creates /dev/infiniband/uverbsN)");
+            return None;
+        }
+        if let Some(t) = tools.iter().find(|t| !have(t)) {
+            eprintln!("skipped: {t} is not installed (scripts/install-deps)");
+            return None;
+        }
+        let dir = built().unwrap_or_else(|e| panic!("{e}"));
+        let rt = std::env::temp_dir().join(format!("rxu-verbs-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&rt);
+        std::fs::create_dir_all(&rt).unwrap();
+        // A private copy: a rebuild must not swap the file under a program.
+        let lib = rt.join("librxu-rdmav34.so");
+        std::fs::copy(dir.join("librxu.so"), &lib).unwrap();
+        let rxu = dir.join("rxu");
+        let out = Command::new(&rxu)
+            .args(["up", "--addr", addr, "--name", name])
+            .env("RXU_RUNTIME_DIR", &rt)
+            .output()
+            .expect("run rxu up");
+        assert!(
+            out.status.success(),
+            "rxu up --addr {addr} --name {name}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut env = HashMap::new();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if let Some((k, v)) = line.strip_prefix("export ").and_then(|l| l.split_once('=')) {
+                env.insert(k.to_owned(), v.trim_matches('\'').to_owned());
+            }
+        }
+        assert!(env.contains_key("SYSFS_PATH"), "rxu up printed {env:?}");
+        env.insert("RXU_RUNTIME_DIR".into(), rt.display().to_string());
+        env.insert(
+            "RDMAV_DRIVERS".into(),
+            rt.join("librxu").display().to_string(),
+        );
+        Some(Dev {
+            name: name.to_owned(),
+            addr: addr.to_owned(),
+            rt,
+            rxu,
+            env,
+        })
+    }
+
+    /// A command with the device's environment.
+    pub fn cmd(&self, prog: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(prog);
+        c.envs(&self.env);
+        c
+    }
+
+    pub fn runtime_dir(&self) -> &Path {
+        &self.rt
+    }
+
+    /// Runs one program to completion (at most `limit`).
+    pub fn run(&self, prog: &str, args: &[&str], limit: Duration) -> Run {
+        let mut c = self.cmd(prog);
+        c.args(args);
+        Run::finish(spawn(c), limit, format!("{prog} {}", args.join(" ")))
+    }
+
+    /// A server and a client of the same program: the server first, the
+    /// client (with `127.0.0.1` appended) once the server listens on `port`.
+    pub fn pair(&self, prog: &str, port: u16, args: &[&str], limit: Duration) -> Pair {
+        let port_s = port.to_string();
+        let mut full: Vec<&str> = vec!["-d", &self.name, "-p", &port_s];
+        full.extend_from_slice(args);
+        let mut s = self.cmd(prog);
+        s.args(&full);
+        let server = spawn(s);
+        let listening = wait_listen(port, Duration::from_secs(10));
+        let mut c = self.cmd(prog);
+        c.args(&full).arg("127.0.0.1");
+        let client = listening.then(|| spawn(c));
+        let what = format!("{prog} {}", full.join(" "));
+        let client = client.map(|c| Run::finish(c, limit, format!("client: {what} 127.0.0.1")));
+        let server = Run::finish(server, limit, format!("server: {what}"));
+        Pair {
+            server,
+            client,
+            listening,
+        }
+    }
+
+    /// Daemon counters (`rxu stats`).
+    pub fn stats(&self) -> String {
+        let out = Command::new(&self.rxu)
+            .args(["stats", "--name", &self.name])
+            .env("RXU_RUNTIME_DIR", &self.rt)
+            .output()
+            .expect("run rxu stats");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        let _ = Command::new(&self.rxu)
+            .args(["down", "--name", &self.name, "--force"])
+            .env("RXU_RUNTIME_DIR", &self.rt)
+            .output();
+        let _ = std::fs::remove_dir_all(&self.rt);
+    }
+}
+
+fn spawn(mut c: Command) -> Child {
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn a verbs program")
+}
+
+/// Whether something listens on TCP `port` (read from /proc/net/tcp*, so
+/// the one-connection servers are not disturbed).
+fn listening(port: u16) -> bool {
+    let want = format!(":{port:04X} ");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && format!("{} ", cols[1]).ends_with(&want) && cols[3] == "0A"
+            })
+        })
+    })
+}
+
+fn wait_listen(port: u16, limit: Duration) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if listening(port) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// A finished (or killed) program run.
+pub struct Run {
+    pub what: String,
+    pub status: Option<ExitStatus>,
+    pub timed_out: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn finish(mut child: Child, limit: Duration, what: String) -> Run {
+        // Drain the pipes in threads so a chatty program never blocks.
+        let mut so = child.stdout.take().expect("stdout");
+        let mut se = child.stderr.take().expect("stderr");
+        let to = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = so.read_to_string(&mut s);
+            s
+        });
+        let te = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = se.read_to_string(&mut s);
+            s
+        });
+        let end = Instant::now() + limit;
+        let mut timed_out = false;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(st)) => break Some(st),
+                Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(10)),
+                _ => {
+                    timed_out = true;
+                    let _ = child.kill();
+                    break child.wait().ok();
+                }
+            }
+        };
+        Run {
+            what,
+            status,
+            timed_out,
+            stdout: to.join().unwrap_or_default(),
+            stderr: te.join().unwrap_or_default(),
+        }
+    }
+
+    pub fn ok(&self) -> bool {
+        !self.timed_out && self.status.is_some_and(|s| s.success())
+    }
+
+    pub fn report(&self) -> String {
+        format!(
+            "--- {} ({}):\n{}{}",
+            self.what,
+            if self.timed_out {
+                "killed after its time limit".to_owned()
+            } else {
+                format!("{:?}", self.status)
+            },
+            self.stdout,
+            self.stderr
+        )
+    }
+
+    /// Panics with the output unless the program succeeded.
+    pub fn expect_ok(&self) -> &Self {
+        assert!(self.ok(), "{}", self.report());
+        self
+    }
+}
+
+/// Both sides of a client/server program.
+pub struct Pair {
+    pub server: Run,
+    pub client: Option<Run>,
+    pub listening: bool,
+}
+
+impl Pair {
+    pub fn ok(&self) -> bool {
+        self.listening && self.server.ok() && self.client.as_ref().is_some_and(Run::ok)
+    }
+
+    pub fn report(&self) -> String {
+        let mut s = String::new();
+        if !self.listening {
+            s += "the server never listened\n";
+        }
+        s += &self.server.report();
+        if let Some(c) = &self.client {
+            s += &c.report();
+        }
+        s
+    }
+
+    /// Panics with both outputs unless both sides succeeded.
+    pub fn expect_ok(&self) -> &Self {
+        assert!(self.ok(), "{}", self.report());
+        self
+    }
+
+    pub fn client_stdout(&self) -> &str {
+        self.client.as_ref().map_or("", |c| c.stdout.as_str())
+    }
+}
+
+/// Compiles a C program from tests/c against libibverbs; None (after
+/// printing why) without a C compiler or the verbs headers.
+pub fn compile_c(name: &str, out_dir: &Path) -> Option<PathBuf> {
+    if !Path::new("/usr/include/infiniband/verbs.h").exists() {
+        eprintln!("skipped: infiniband/verbs.h not installed (libibverbs-dev)");
+        return None;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("c")
+        .join(format!("{name}.c"));
+    let exe = out_dir.join(name);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = match Command::new(&cc)
+        .args(["-Wall", "-O1", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg("-libverbs")
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("skipped: no C compiler ({cc}: {e})");
+            return None;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "{} did not compile:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(exe)
+}
