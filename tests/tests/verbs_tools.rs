@@ -226,3 +226,21 @@ fn unsupported_verbs_fail_with_a_log_line() {
         );
     }
 }
+
+#[test]
+fn async_and_completion_events() {
+    let _g = serial();
+    let Some(dev) = Dev::up("rxut7", "127.0.5.7", &["ibv_asyncwatch"]) else {
+        return;
+    };
+    // Opens the device and blocks on its async fd (nothing to report).
+    let r = dev.run("ibv_asyncwatch", &["-d", "rxut7"], Duration::from_secs(1));
+    assert!(r.timed_out, "ibv_asyncwatch should block:\n{}", r.report());
+    assert!(r.stdout.contains("rxut7: async event FD"), "{}", r.report());
+    let Some(exe) = compile_c("async_events", dev.runtime_dir()) else {
+        return;
+    };
+    let r = dev.run(exe.to_str().unwrap(), &["rxut7", "0"], LIMIT);
+    r.expect_ok();
+    assert!(r.stdout.contains("async_events: ok"), "{}", r.report());
+}
