@@ -244,3 +244,17 @@ fn async_and_completion_events() {
     r.expect_ok();
     assert!(r.stdout.contains("async_events: ok"), "{}", r.report());
 }
+
+#[test]
+fn wr_api() {
+    let _g = serial();
+    let Some(dev) = Dev::up("rxut8", "127.0.5.8", &[]) else {
+        return;
+    };
+    let Some(exe) = compile_c("wr_api", dev.runtime_dir()) else {
+        return;
+    };
+    let r = dev.run(exe.to_str().unwrap(), &["rxut8", "0"], LIMIT);
+    r.expect_ok();
+    assert!(r.stdout.contains("wr_api: ok"), "{}", r.report());
+}
