@@ -62,10 +62,10 @@ static CONSTRUCTOR: extern "C" fn() = rxu_provider_init;
 extern "C" fn rxu_provider_init() {
     guard::void_op("provider init", || match version::init() {
         Ok(lib) => {
+            let release = lib.release.map_or("unknown".into(), |r| r.to_string());
             log_debug!(
-                "registering with {} (rdma-core {:?}, verbs_qp.comp_mask at {}, port attr {} bytes)",
+                "registering with {} (rdma-core {release}, verbs_qp.comp_mask at {}, port attr {} bytes)",
                 lib.path,
-                lib.release,
                 lib.qp_comp_mask_off,
                 lib.port_attr_size
             );

@@ -120,6 +120,9 @@ int main(int argc, char **argv)
 	}
 	struct ibv_srq_attr lim = { .srq_limit = 4 };
 	CHECK(!ibv_modify_srq(srq, &lim, IBV_SRQ_LIMIT), "arming the SRQ limit failed");
+	struct ibv_srq_attr q;
+	CHECK(!ibv_query_srq(srq, &q) && q.srq_limit == 4 && q.max_wr >= 16 && q.max_sge >= 1,
+	      "ibv_query_srq: max_wr %u max_sge %u limit %u", q.max_wr, q.max_sge, q.srq_limit);
 	CHECK(!ibv_req_notify_cq(scq, 0) && !ibv_req_notify_cq(rcq, 0), "ibv_req_notify_cq failed");
 
 	for (int i = 0; i < 5; i++) {

@@ -1,7 +1,7 @@
 /*
  * Verbs the rxu provider does not offer fail with EOPNOTSUPP (the provider
- * logs each once on stderr), and the queries a program makes first answer
- * within the caller's struct sizes.
+ * logs each once on stderr), the queries a program makes first answer
+ * within the caller's struct sizes, and a CQ can be resized.
  *
  * usage: unsupported <ibdev>; exit 0 when every check holds.
  */
@@ -58,6 +58,7 @@ int main(int argc, char **argv)
 	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
 	CHECK(cq, "ibv_create_cq failed");
 	CHECK(!ibv_create_cq(ctx, 4, NULL, NULL, 1) && errno == EINVAL, "comp_vector 1 accepted");
+	CHECK(!ibv_resize_cq(cq, 100) && cq->cqe >= 100, "ibv_resize_cq: cqe %d", cq->cqe);
 	struct ibv_qp_init_attr ia = {
 		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
 		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
