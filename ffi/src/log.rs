@@ -1,6 +1,9 @@
 //! The provider's log, following libibverbs' variables: `VERBS_LOG_LEVEL`
-//! (0 none, 1 errors, 2 warnings — the default here —, 3 info, 4 debug) and
-//! `VERBS_LOG_FILE` (append there instead of stderr). Lines start "rxu: ".
+//! (0 none, 1 errors — the default here: a device that cannot be opened or
+//! a library layout refused says why —, 2 warnings such as an unsupported
+//! verb being called, 3 info such as why rxud refused a request, 4 debug)
+//! and `VERBS_LOG_FILE` (append there instead of stderr). Lines start
+//! "rxu: ".
 
 use std::collections::HashSet;
 use std::fmt;
@@ -21,7 +24,7 @@ fn threshold() -> u32 {
         std::env::var("VERBS_LOG_LEVEL")
             .ok()
             .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(Level::Warn as u32)
+            .unwrap_or(Level::Err as u32)
     })
 }
 
