@@ -94,21 +94,35 @@ pub unsafe extern "C" fn cq_event(cq: *mut IbvCq) {
 }
 
 /// Blocks until `done()` holds, re-checking whenever the library signals
-/// `cond` (ibv_ack_cq_events / ibv_ack_async_event do, under `mutex`).
+/// `cond` (ibv_ack_cq_events / ibv_ack_async_event do, under `mutex`). As
+/// with the kernel, this waits for as long as the application takes; after
+/// a few seconds it says in the log (warning level) what it waits for.
 ///
 /// # Safety
 /// `mutex` and `cond` must be the initialised pthread objects of a live
-/// verbs object, and `done` must read only fields guarded by `mutex`.
+/// verbs object (default attributes: CLOCK_REALTIME), and `done` must read
+/// only fields guarded by `mutex`.
 pub unsafe fn wait_acked(
+    what: &str,
     mutex: *mut libc::pthread_mutex_t,
     cond: *mut libc::pthread_cond_t,
     done: impl Fn() -> bool,
 ) {
-    // SAFETY: forwarded contract.
+    let mut warned = false;
+    // SAFETY: forwarded contract; clock_gettime fills a local timespec.
     unsafe {
         libc::pthread_mutex_lock(mutex);
         while !done() {
-            libc::pthread_cond_wait(cond, mutex);
+            let mut ts: libc::timespec = std::mem::zeroed();
+            libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts);
+            ts.tv_sec += 5;
+            if libc::pthread_cond_timedwait(cond, mutex, &ts) == libc::ETIMEDOUT && !warned {
+                warned = true;
+                crate::log_warn!(
+                    "{what}: waiting for the application to acknowledge the events it got \
+                     (ibv_ack_cq_events / ibv_ack_async_event)"
+                );
+            }
         }
         libc::pthread_mutex_unlock(mutex);
     }

@@ -144,10 +144,15 @@ pub unsafe extern "C" fn destroy_cq(cq: *mut IbvCq) -> c_int {
         // SAFETY: the library's mutex/cond of this CQ; the counters are
         // what ibv_ack_cq_events/ibv_ack_async_event update under it.
         unsafe {
-            events::wait_acked(&raw mut (*c).mutex, &raw mut (*c).cond, || {
-                (*c).comp_events_completed >= events::load(&r.delivered.comp)
-                    && (*c).async_events_completed >= events::load(&r.delivered.async_)
-            })
+            events::wait_acked(
+                "destroy_cq",
+                &raw mut (*c).mutex,
+                &raw mut (*c).cond,
+                || {
+                    (*c).comp_events_completed >= events::load(&r.delivered.comp)
+                        && (*c).async_events_completed >= events::load(&r.delivered.async_)
+                },
+            )
         };
         if let Some(ch) = &r.chan {
             st.channels.detach(ch);

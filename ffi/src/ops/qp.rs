@@ -263,9 +263,12 @@ pub unsafe extern "C" fn destroy_qp(qp: *mut IbvQp) -> c_int {
         // ibv_ack_async_event updates events_completed under it.
         unsafe {
             let d = &(*r).delivered;
-            events::wait_acked(&raw mut (*qp).mutex, &raw mut (*qp).cond, || {
-                (*qp).events_completed >= events::load(&d.async_)
-            });
+            events::wait_acked(
+                "destroy_qp",
+                &raw mut (*qp).mutex,
+                &raw mut (*qp).cond,
+                || (*qp).events_completed >= events::load(&d.async_),
+            );
             libc::pthread_mutex_destroy(&raw mut (*qp).mutex);
             libc::pthread_cond_destroy(&raw mut (*qp).cond);
             drop(Box::from_raw(r));

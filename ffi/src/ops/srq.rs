@@ -155,9 +155,12 @@ pub unsafe extern "C" fn destroy_srq(srq: *mut IbvSrq) -> c_int {
         // SAFETY: the SRQ's mutex/cond; ibv_ack_async_event updates
         // events_completed under it.
         unsafe {
-            events::wait_acked(&raw mut (*srq).mutex, &raw mut (*srq).cond, || {
-                (*srq).events_completed >= events::load(&r.delivered.async_)
-            });
+            events::wait_acked(
+                "destroy_srq",
+                &raw mut (*srq).mutex,
+                &raw mut (*srq).cond,
+                || (*srq).events_completed >= events::load(&r.delivered.async_),
+            );
             drop(Box::from_raw(srq.cast::<RxuSrq>()));
         }
         Ok(())
