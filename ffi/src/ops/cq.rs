@@ -186,13 +186,24 @@ pub unsafe extern "C" fn poll_cq(cq: *mut IbvCq, num_entries: c_int, wc: *mut Ib
         }
         // SAFETY: cq is one of ours.
         let r = unsafe { rxu_cq(cq) };
+        if n == 0 {
+            return Ok(0);
+        }
+        // Busy pollers mostly find nothing: look for one completion before
+        // setting up a batch.
+        let mut one = [Wc::default()];
+        if r.cq.poll(&mut one).map_err(client_err("poll_cq"))? == 0 {
+            return Ok(0);
+        }
+        // SAFETY: the caller's array holds num_entries (>= 1) entries.
+        unsafe { wc.write(wc_to_c(&one[0])) };
+        let mut done = 1usize;
         let mut buf = [Wc::default(); BATCH];
-        let mut done = 0usize;
         while done < n {
             let want = (n - done).min(BATCH);
             let got = r.cq.poll(&mut buf[..want]).map_err(client_err("poll_cq"))?;
             for (i, w) in buf[..got].iter().enumerate() {
-                // SAFETY: the caller's array holds num_entries entries.
+                // SAFETY: as above; done + i < num_entries.
                 unsafe { wc.add(done + i).write(wc_to_c(w)) };
             }
             done += got;
