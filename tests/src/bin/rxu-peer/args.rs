@@ -14,7 +14,8 @@ One RC connection between a server and a client, exchanging QP info
 port 0 picks one and prints `LISTEN ADDR:PORT`; client: --connect) or
 over stdin/stdout (--stdio: control lines are `CTL ...`, relayed by the
 caller). The client drives the workload, both sides verify the bytes,
-each prints one `RESULT ok|fail ...` line; exit status 0 on success.";
+each prints one `RESULT ok|fail ...` line (on stderr with --stdio);
+exit status 0 on success, 1 on failure, 2 on bad arguments.";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {

@@ -36,21 +36,31 @@ fn main() -> ExitCode {
         args.iters,
         args.depth
     );
-    match run(&args) {
+    let (line, code) = match run(&args) {
         Ok((bytes, secs)) => {
             let mbps = if secs > 0.0 {
                 bytes as f64 / secs / 1e6
             } else {
                 0.0
             };
-            println!("RESULT ok {head} bytes={bytes} secs={secs:.6} MBps={mbps:.1}");
-            ExitCode::SUCCESS
+            let line = format!("RESULT ok {head} bytes={bytes} secs={secs:.6} MBps={mbps:.1}");
+            (line, ExitCode::SUCCESS)
         }
-        Err(e) => {
-            println!("RESULT fail {head} reason={e}");
-            ExitCode::from(1)
-        }
-    }
+        Err(e) => (format!("RESULT fail {head} reason={e}"), ExitCode::from(1)),
+    };
+    report(&args, &line);
+    code
+}
+
+/// With --stdio, stdout is the control channel, which the relay may have
+/// closed by now: the result goes to stderr instead.
+fn report(args: &Args, line: &str) {
+    use std::io::Write;
+    let _ = if args.link == args::Link::Stdio {
+        writeln!(std::io::stderr(), "{line}")
+    } else {
+        writeln!(std::io::stdout(), "{line}")
+    };
 }
 
 /// Returns (bytes moved, seconds of the workload phase).
