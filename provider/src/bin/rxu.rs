@@ -67,14 +67,22 @@ enum Command {
     Env,
     /// Show each device: addresses, netdev, state, daemon, clients and QPs.
     Status,
-    /// Show a device's counters (device-wide and per QP).
+    /// Show a device's counters (device-wide and per QP): memory
+    /// registrations, objects in use, port, transport.
     Stats {
         /// Device name.
         #[arg(long, default_value = "rxu0")]
         name: String,
-        /// One JSON object instead of text.
-        #[arg(long)]
+        /// Every device that is up.
+        #[arg(long, conflicts_with = "name")]
+        all: bool,
+        /// One JSON object (with --all: a JSON array of them).
+        #[arg(long, conflicts_with = "prometheus")]
         json: bool,
+        /// The Prometheus text exposition format (rxu_* metrics labelled
+        /// by device), for a scraper or a textfile collector.
+        #[arg(long)]
+        prometheus: bool,
     },
 }
 
@@ -97,7 +105,12 @@ fn main() -> ExitCode {
         }
         Command::Env => env_cmd(),
         Command::Status => status_cmd(),
-        Command::Stats { name, json } => stats_cmd(&name, json),
+        Command::Stats {
+            name,
+            all,
+            json,
+            prometheus,
+        } => stats_cmd(&name, all, json, prometheus),
     }
 }
 
@@ -150,12 +163,24 @@ fn status_cmd() -> ExitCode {
     report("status", print_stdout(&text))
 }
 
-fn stats_cmd(name: &str, json: bool) -> ExitCode {
-    let r = cli::stats::fetch(name).and_then(|s| {
-        let text = if json {
-            format!("{}\n", cli::stats::to_json(&s))
+fn stats_cmd(name: &str, all: bool, json: bool, prometheus: bool) -> ExitCode {
+    let r = if all {
+        Ok(cli::stats::fetch_all())
+    } else {
+        cli::stats::fetch(name).map(|s| vec![s])
+    };
+    let r = r.and_then(|list| {
+        let text = if prometheus {
+            cli::metrics::render(&list)
+        } else if json && all {
+            let v: Vec<_> = list.iter().map(cli::stats::to_json).collect();
+            format!("{}\n", serde_json::Value::Array(v))
+        } else if json {
+            list.iter()
+                .map(|s| format!("{}\n", cli::stats::to_json(s)))
+                .collect()
         } else {
-            cli::stats::render_text(&s)
+            list.iter().map(cli::stats::render_text).collect()
         };
         print_stdout(&text)
     });

@@ -14,6 +14,7 @@ pub mod devices;
 pub mod down;
 pub mod env;
 mod lock;
+pub mod metrics;
 pub mod netif;
 pub mod spawn;
 pub mod stats;

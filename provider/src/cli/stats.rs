@@ -1,5 +1,6 @@
 //! `rxu stats`: the daemon's device and per-QP counters (named like kernel
-//! rxe's hw_counters), as aligned text or one JSON object.
+//! rxe's hw_counters), as aligned text, one JSON object, or the Prometheus
+//! text format ([`super::metrics`]).
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -34,6 +35,14 @@ pub fn fetch(name: &str) -> Result<Stats> {
             "{name}'s daemon sent an unexpected reply to Stats"
         ))),
     }
+}
+
+/// Every device whose daemon answers (`--all`), in name order.
+pub fn fetch_all() -> Vec<Stats> {
+    super::devices::list()
+        .into_iter()
+        .filter_map(|f| fetch(&f.name).ok())
+        .collect()
 }
 
 pub fn render_text(s: &Stats) -> String {

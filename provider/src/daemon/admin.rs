@@ -56,7 +56,7 @@ impl Device {
         let e = self.engine.counters();
         let m = self.engine.memory().stats();
         let d = &self.counters;
-        let device = vec![
+        let mut device = vec![
             counter("sent_pkts", e.sent_pkts),
             counter("sent_bytes", e.sent_bytes),
             counter("rcvd_pkts", e.rcvd_pkts),
@@ -75,6 +75,18 @@ impl Device {
             counter("mr_bytes", m.bytes),
             counter("mr_registrations", m.registrations),
             counter("mr_failures", m.failures),
+            counter("mr_deregistrations", d.mr_deregistrations),
+            counter("mr_bytes_registered_total", d.mr_bytes_registered),
+            counter("mr_reg_p50_ns", m.reg_p50_ns),
+            counter("mr_reg_p99_ns", m.reg_p99_ns),
+            counter("pds", self.count(|s| s.pds.len()) as u64),
+            counter("cqs", self.count(|s| s.cqs.len()) as u64),
+            counter("srqs", self.count(|s| s.srqs.len()) as u64),
+            counter("qps", self.count(|s| s.qps.len()) as u64),
+            counter("port_state", u64::from(self.port_attr.state)),
+            counter("gids", self.port_attr.gids.len() as u64),
+            counter("port_changes", d.port_changes),
+            counter("gid_changes", d.gid_changes),
             counter(
                 "clients",
                 self.sessions.values().filter(|s| s.ready).count() as u64,
@@ -93,6 +105,22 @@ impl Device {
             counter("daemon_sleeps", d.sleeps),
             counter("doorbells", d.doorbells),
         ];
+        // rxe's hw_counters, summed over every QP the device had.
+        let t = self.qp_totals();
+        device.extend([
+            counter("duplicate_request", t.duplicate_request),
+            counter("out_of_seq_request", t.out_of_seq_request),
+            counter("rcvd_rnr_err", t.rcvd_rnr_err),
+            counter("send_rnr_err", t.send_rnr_err),
+            counter("rcvd_seq_err", t.rcvd_seq_err),
+            counter("retry_exceeded_err", t.retry_exceeded_err),
+            counter("rnr_nak_retry_err", t.rnr_nak_retry_err),
+            counter("completer_retry_err", t.completer_retry_err),
+            counter("retransmitted_pkts", t.retransmitted_pkts),
+            counter("local_ack_timeout_err", t.local_ack_timeout_err),
+            counter("qp_dropped_pkts", t.dropped_pkts),
+            counter("qkey_violations", t.qkey_violations),
+        ]);
         let mut qpns: Vec<u32> = self.qp_owner.keys().copied().collect();
         qpns.sort_unstable();
         let qps = qpns

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::os::fd::OwnedFd;
 
 use transport::engine::{Engine, EngineConfig, EngineError};
-use transport::qp::{Completion, Mtu};
+use transport::qp::{Completion, Mtu, QpCounters};
 
 use crate::mem::DeviceMemory;
 use crate::proto::{DeviceAttr, PortAttr, Response};
@@ -74,6 +74,13 @@ pub struct DaemonCounters {
     pub async_events_dropped: u64,
     pub sleeps: u64,
     pub doorbells: u64,
+    /// Bytes of every successful registration since start.
+    pub mr_bytes_registered: u64,
+    /// Regions released (DeregMr, or with their client).
+    pub mr_deregistrations: u64,
+    /// Port state changes and GID table changes (netdev events).
+    pub port_changes: u64,
+    pub gid_changes: u64,
 }
 
 pub struct Device {
@@ -87,6 +94,9 @@ pub struct Device {
     /// QP number -> owning session.
     pub qp_owner: HashMap<u32, u32>,
     pub counters: DaemonCounters,
+    /// Transport counters of QPs already destroyed (device totals are
+    /// these plus the live QPs').
+    pub retired_qps: QpCounters,
     /// A Shutdown request was accepted: the loop stops after replying.
     pub shutdown: bool,
     /// Accept the daemon's own /proc/self/mem as a client's memory (only
@@ -118,6 +128,7 @@ impl Device {
             sessions: BTreeMap::new(),
             qp_owner: HashMap::new(),
             counters: DaemonCounters::default(),
+            retired_qps: QpCounters::default(),
             shutdown: false,
             allow_own_mem: false,
             next_client: 1,
@@ -152,9 +163,9 @@ impl Device {
         };
         let (nq, nc, ns, nm) = (s.qps.len(), s.cqs.len(), s.srqs.len(), s.mrs.len());
         for &qpn in s.qps.keys() {
-            let _ = self.engine.destroy_qp(qpn);
-            self.qp_owner.remove(&qpn);
+            self.retire_qp(qpn);
         }
+        self.counters.mr_deregistrations += nm as u64;
         for srq in s.srqs.values() {
             let _ = self.engine.destroy_srq(srq.id);
         }
@@ -173,6 +184,26 @@ impl Device {
         } else {
             debug!("client {id} (pid {}) gone", s.pid);
         }
+    }
+
+    /// Destroys a QP in the engine, keeping its counters in the totals.
+    pub(super) fn retire_qp(&mut self, qpn: u32) {
+        if let Some(q) = self.engine.qp(qpn) {
+            add_qp_counters(&mut self.retired_qps, q.counters());
+        }
+        let _ = self.engine.destroy_qp(qpn);
+        self.qp_owner.remove(&qpn);
+    }
+
+    /// Transport counters summed over every QP the device ever had.
+    pub fn qp_totals(&self) -> QpCounters {
+        let mut t = self.retired_qps;
+        for &qpn in self.qp_owner.keys() {
+            if let Some(q) = self.engine.qp(qpn) {
+                add_qp_counters(&mut t, q.counters());
+            }
+        }
+        t
     }
 
     /// Throws away completions the engine still holds for a CQ.
@@ -217,6 +248,23 @@ impl Device {
     pub(super) fn count(&self, f: impl Fn(&Session) -> usize) -> usize {
         self.sessions.values().map(f).sum()
     }
+}
+
+fn add_qp_counters(t: &mut QpCounters, c: &QpCounters) {
+    t.sent_pkts += c.sent_pkts;
+    t.rcvd_pkts += c.rcvd_pkts;
+    t.duplicate_request += c.duplicate_request;
+    t.out_of_seq_request += c.out_of_seq_request;
+    t.rcvd_rnr_err += c.rcvd_rnr_err;
+    t.send_rnr_err += c.send_rnr_err;
+    t.rcvd_seq_err += c.rcvd_seq_err;
+    t.retry_exceeded_err += c.retry_exceeded_err;
+    t.rnr_nak_retry_err += c.rnr_nak_retry_err;
+    t.completer_retry_err += c.completer_retry_err;
+    t.retransmitted_pkts += c.retransmitted_pkts;
+    t.local_ack_timeout_err += c.local_ack_timeout_err;
+    t.dropped_pkts += c.dropped_pkts;
+    t.qkey_violations += c.qkey_violations;
 }
 
 pub(super) const EMPTY_COMPLETION: Completion = Completion {

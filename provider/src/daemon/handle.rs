@@ -286,6 +286,7 @@ impl Device {
                 errno: e.errno(),
                 msg: format!("reg_mr: {e}"),
             })?;
+        self.counters.mr_bytes_registered += len;
         let s = self.session(id)?;
         let mr = s.new_handle();
         s.mrs.insert(
@@ -308,6 +309,7 @@ impl Device {
         let Some(m) = self.session(id)?.mrs.remove(&mr) else {
             return refuse(libc::ENOENT, format!("no MR {mr}"));
         };
+        self.counters.mr_deregistrations += 1;
         if let Err(e) = self.engine.memory_mut().deregister(id, m.lkey) {
             // The table said it was ours: the memory layer disagrees, which
             // leaves nothing to undo for the client.

@@ -320,8 +320,7 @@ impl Device {
         if s.qps.remove(&qpn).is_none() {
             return refuse(libc::ENOENT, format!("no QP {qpn:#x}"));
         }
-        let _ = self.engine.destroy_qp(qpn);
-        self.qp_owner.remove(&qpn);
+        self.retire_qp(qpn);
         Ok(Reply::ok(Response::Ok))
     }
 }
