@@ -67,6 +67,14 @@ enum Command {
     Env,
     /// Show each device: addresses, netdev, state, daemon, clients and QPs.
     Status,
+    /// One line per device in ibdev2netdev's form: `rxu0 port 1 ==> lo (Up)`.
+    /// (Installed as `ibdev2netdev` — a symlink to rxu — it answers as that
+    /// script does, for device managers that run it.)
+    Ibdev2netdev {
+        /// Accepted for compatibility (ibdev2netdev -v); same output.
+        #[arg(short = 'v')]
+        verbose: bool,
+    },
     /// Show a device's counters (device-wide and per QP): memory
     /// registrations, objects in use, port, transport.
     Stats {
@@ -87,6 +95,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Busybox style: a symlink named ibdev2netdev runs that subcommand.
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    if std::path::Path::new(&argv0).file_name() == Some("ibdev2netdev".as_ref()) {
+        return ibdev2netdev_cmd();
+    }
     match Cli::parse().command {
         Command::Decode { file } => decode_cmd(&file),
         Command::Up {
@@ -105,6 +118,7 @@ fn main() -> ExitCode {
         }
         Command::Env => env_cmd(),
         Command::Status => status_cmd(),
+        Command::Ibdev2netdev { verbose: _ } => ibdev2netdev_cmd(),
         Command::Stats {
             name,
             all,
@@ -161,6 +175,15 @@ fn status_cmd() -> ExitCode {
     }
     let text: String = all.iter().map(cli::status::render).collect();
     report("status", print_stdout(&text))
+}
+
+fn ibdev2netdev_cmd() -> ExitCode {
+    let text: String = cli::status::collect()
+        .iter()
+        .filter_map(cli::status::ibdev2netdev_line)
+        .map(|l| l + "\n")
+        .collect();
+    report("ibdev2netdev", print_stdout(&text))
 }
 
 fn stats_cmd(name: &str, all: bool, json: bool, prometheus: bool) -> ExitCode {

@@ -25,6 +25,12 @@ impl Iface {
         self.flags & libc::IFF_UP as u32 != 0
     }
 
+    /// Up and operational (carrier on): what ibdev2netdev calls "Up", and
+    /// what rxud requires for an ACTIVE port.
+    pub fn is_running(&self) -> bool {
+        self.is_up() && self.flags & libc::IFF_RUNNING as u32 != 0
+    }
+
     /// The address that becomes GID 0 (and that rxud is started on): the
     /// first IPv4 address, else the first IPv6 one that is not link-local.
     pub fn primary_addr(&self) -> Option<IpAddr> {

@@ -45,8 +45,12 @@ pub fn collect() -> Vec<DeviceStatus> {
                 .as_ref()
                 .map(|l| l.netdev.clone())
                 .or_else(|| tree_netdev(&found.name));
-            let netdev_up =
-                netdev.and_then(|n| ifaces.iter().find(|i| i.name == n).map(netif::Iface::is_up));
+            let netdev_up = netdev.and_then(|n| {
+                ifaces
+                    .iter()
+                    .find(|i| i.name == n)
+                    .map(netif::Iface::is_running)
+            });
             DeviceStatus {
                 found,
                 live,
@@ -122,20 +126,26 @@ pub fn render(d: &DeviceStatus) -> String {
             let _ = writeln!(s, "    clean up with `rxu down --name {}`", f.name);
         }
     }
-    if let Some(nd) = d
+    if let Some(line) = ibdev2netdev_line(d) {
+        let _ = writeln!(s, "{line}");
+    }
+    s
+}
+
+/// `rxu0 port 1 ==> lo (Up)`, as ibdev2netdev prints it (the netdev's
+/// operational state), if the netdev is known.
+pub fn ibdev2netdev_line(d: &DeviceStatus) -> Option<String> {
+    let nd = d
         .live
         .as_ref()
         .map(|l| l.netdev.clone())
-        .or_else(|| tree_netdev(&f.name))
-    {
-        let state = match d.netdev_up {
-            Some(true) => "Up",
-            Some(false) => "Down",
-            None => "Unknown",
-        };
-        let _ = writeln!(s, "{} port 1 ==> {nd} ({state})", f.name);
-    }
-    s
+        .or_else(|| tree_netdev(&d.found.name))?;
+    let state = match d.netdev_up {
+        Some(true) => "Up",
+        Some(false) => "Down",
+        None => "Unknown",
+    };
+    Some(format!("{} port 1 ==> {nd} ({state})", d.found.name))
 }
 
 /// The non-admin clients and their objects, indented, one QP per line.

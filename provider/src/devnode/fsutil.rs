@@ -122,6 +122,15 @@ impl Staging {
         create_dirs(&self.tmp.join(rel))
     }
 
+    /// A symbolic link `rel` (creating its directories) to `target`.
+    pub fn symlink(&self, rel: &Path, target: &Path) -> io::Result<()> {
+        let path = self.tmp.join(rel);
+        if let Some(parent) = path.parent() {
+            create_dirs(parent)?;
+        }
+        std::os::unix::fs::symlink(target, path)
+    }
+
     /// Moves the tree into place. Fails if `dest` exists (rename(2) would
     /// replace an empty directory, so check first; the window is harmless
     /// for a single `rxu up`).

@@ -6,7 +6,8 @@
 //! ```text
 //! <root>/class/infiniband_verbs/abi_version              6
 //! <root>/class/infiniband_verbs/uverbsN/{ibdev,dev,abi_version}
-//! <root>/class/infiniband/<ibdev>/{node_type,node_guid,...,ports/1/...,rxu/...}
+//! <root>/class/infiniband/<ibdev>/{node_type,node_guid,...,ports/1/...,rxu/...,
+//!                                  device/net/<ifname> -> /sys/class/net/<ifname>}
 //! /dev/infiniband/uverbsN                                 -> /dev/null (or mknod)
 //! ```
 //!
@@ -324,6 +325,11 @@ impl DevNode {
         for (rel, contents) in tree::ibdev_files(desc) {
             staging
                 .file(&rel, &contents)
+                .map_err(io_err("staging", &rel))?;
+        }
+        for (rel, target) in tree::ibdev_links(desc) {
+            staging
+                .symlink(&rel, &target)
                 .map_err(io_err("staging", &rel))?;
         }
         staging

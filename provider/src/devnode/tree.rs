@@ -10,6 +10,10 @@
 //! link_layer,rate,lid,sm_lid,lid_mask_count,sm_sl,cap_mask}.
 //! Private to the rxu provider: <ibdev>/rxu/{netdev,gid_tbl_len,active_mtu,
 //! max_mtu}.
+//! For netdev mapping tools (ibdev2netdev's older method, device managers
+//! that follow `ibdev_path`): <ibdev>/device/net/<ifname>, a symlink to the
+//! interface's directory in the real sysfs, as a NIC's PCI device holds
+//! its netdev (`ports/1/gid_attrs/ndevs/<i>` is the newer method).
 //! Deliberately absent: device/modalias (no stock provider then matches by
 //! PCI id) and board_id (ibv_devinfo omits the line).
 
@@ -96,6 +100,23 @@ pub fn ibdev_files(desc: &DeviceDesc) -> Vec<(PathBuf, String)> {
         }
     }
     files
+}
+
+/// Where the real sysfs lists network interfaces (not relocated with the
+/// tree: the link names the interface the kernel knows).
+pub const NET_CLASS: &str = "/sys/class/net";
+
+/// Symbolic links of `class/infiniband/<ibdev>/`: `device/net/<ifname>`.
+pub fn ibdev_links(desc: &DeviceDesc) -> Vec<(PathBuf, PathBuf)> {
+    desc.netdev
+        .iter()
+        .map(|nd| {
+            (
+                PathBuf::from(format!("device/net/{nd}")),
+                std::path::Path::new(NET_CLASS).join(nd),
+            )
+        })
+        .collect()
 }
 
 /// Directories that must exist even when empty: libibverbs decides GID
