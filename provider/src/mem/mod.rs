@@ -400,20 +400,11 @@ impl Memory for DeviceMemory {
         if !va.is_multiple_of(8) {
             return Err(MemError::Misaligned);
         }
-        let need = match op {
-            AtomicOp::Write { .. } => access::REMOTE_WRITE,
-            _ => access::REMOTE_ATOMIC,
-        };
-        let (m, at) = self.remote(pd, rkey, va, 8, need)?;
+        let (m, at) = self.remote(pd, rkey, va, 8, op.needs())?;
         let mut b = [0u8; 8];
         read(&m.mem, at, &mut b)?;
         let old = u64::from_ne_bytes(b);
-        let new = match op {
-            AtomicOp::CmpSwap { compare, swap } if old == compare => swap,
-            AtomicOp::CmpSwap { .. } => old,
-            AtomicOp::FetchAdd { add } => old.wrapping_add(add),
-            AtomicOp::Write { value } => value,
-        };
+        let new = op.apply(old);
         // An unchanged word is not written back: same result, and no
         // window in which a CPU store of the client could be overwritten.
         if new != old {

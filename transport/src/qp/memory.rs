@@ -38,6 +38,26 @@ pub enum AtomicOp {
     },
 }
 
+impl AtomicOp {
+    /// The access flag the target region needs for this operation.
+    pub const fn needs(self) -> u32 {
+        match self {
+            AtomicOp::Write { .. } => access::REMOTE_WRITE,
+            _ => access::REMOTE_ATOMIC,
+        }
+    }
+
+    /// The value the 8-byte word holds after the operation, given `old`.
+    pub const fn apply(self, old: u64) -> u64 {
+        match self {
+            AtomicOp::CmpSwap { compare, swap } if old == compare => swap,
+            AtomicOp::CmpSwap { .. } => old,
+            AtomicOp::FetchAdd { add } => old.wrapping_add(add),
+            AtomicOp::Write { value } => value,
+        }
+    }
+}
+
 /// Memory as the transport sees it. Local accesses go through lkeys,
 /// remote ones through rkeys; every call checks key, PD, bounds and access
 /// flags before a byte moves.
@@ -199,27 +219,13 @@ impl Memory for BufferMemory {
         if !va.is_multiple_of(8) {
             return Err(MemError::Misaligned);
         }
-        let need = match op {
-            AtomicOp::Write { .. } => access::REMOTE_WRITE,
-            _ => access::REMOTE_ATOMIC,
-        };
-        let (r, off) = self.find(pd, rkey, va, 8, need)?;
+        let (r, off) = self.find(pd, rkey, va, 8, op.needs())?;
         let cell = &mut r.data[off..off + 8];
         let mut b = [0u8; 8];
         b.copy_from_slice(cell);
         // Atomics operate on host-order 64-bit words, as the NIC does on x86.
         let old = u64::from_ne_bytes(b);
-        let new = match op {
-            AtomicOp::CmpSwap { compare, swap } => {
-                if old == compare {
-                    swap
-                } else {
-                    old
-                }
-            }
-            AtomicOp::FetchAdd { add } => old.wrapping_add(add),
-            AtomicOp::Write { value } => value,
-        };
+        let new = op.apply(old);
         cell.copy_from_slice(&new.to_ne_bytes());
         Ok(old)
     }
