@@ -2,11 +2,12 @@
 //! `rxu up`, which redirects its stderr to `<runtime dir>/<name>.log`.
 
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use provider::daemon::{self, Config};
+use provider::daemon::{self, port::NodeLoc, Config};
 
 #[derive(Parser)]
 #[command(
@@ -33,6 +34,13 @@ struct Args {
     /// Longest idle spin in microseconds before the daemon sleeps.
     #[arg(long, default_value_t = 50)]
     spin_us: u64,
+    /// The device tree's root (SYSFS_PATH) to keep port state and GIDs
+    /// current in; needs --uverbs.
+    #[arg(long, requires = "uverbs")]
+    sysfs: Option<PathBuf>,
+    /// N of the device's uverbsN in that tree.
+    #[arg(long, requires = "sysfs")]
+    uverbs: Option<u32>,
 }
 
 fn main() -> ExitCode {
@@ -42,6 +50,10 @@ fn main() -> ExitCode {
     cfg.port = a.port;
     cfg.mtu = a.mtu;
     cfg.max_spin = Duration::from_micros(a.spin_us);
+    cfg.node = a
+        .sysfs
+        .zip(a.uverbs)
+        .map(|(sysfs, uverbs)| NodeLoc { sysfs, uverbs });
     match daemon::run(cfg) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

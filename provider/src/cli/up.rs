@@ -187,7 +187,7 @@ pub fn run(opts: &UpOpts) -> Result<Vec<String>> {
     let desc = describe(&opts.name, reservation.index, &plan)?;
 
     let log = paths::log_path(&opts.name);
-    let args = daemon_args(opts, &plan);
+    let args = daemon_args(opts, &plan, &dpaths.sysfs, desc.uverbs_index);
     let child = spawn::start(&daemon, &args, &log)
         .map_err(CliError::io(format!("starting {}", daemon.display())))?;
     let mut guard = DaemonGuard {
@@ -224,7 +224,10 @@ pub fn run(opts: &UpOpts) -> Result<Vec<String>> {
         }
     }
 
-    DevNode::create(&dpaths, &desc)?;
+    let node = DevNode::create(&dpaths, &desc)?;
+    if let Some(c) = guard.conn.as_mut() {
+        reconcile(&node, &desc, c);
+    }
     reservation.keep();
     guard.keep();
     eprintln!(
@@ -243,7 +246,28 @@ pub fn run(opts: &UpOpts) -> Result<Vec<String>> {
     Ok(env::export_lines())
 }
 
-fn daemon_args(opts: &UpOpts, plan: &Plan) -> Vec<String> {
+/// The daemon keeps the tree's port state and GIDs current once it
+/// exists; what changed between its start and the tree's publication is
+/// written here, from what the daemon says now.
+fn reconcile(node: &DevNode, desc: &DeviceDesc, c: &mut AdminConn) {
+    let Ok(p) = c.query_port(1) else {
+        return;
+    };
+    let state = if p.state == PortState::Active as u8 {
+        PortState::Active
+    } else {
+        PortState::Down
+    };
+    if state != desc.port.state {
+        let _ = node.set_port_state(state);
+    }
+    let addrs: Vec<IpAddr> = p.gids.iter().map(crate::verbs::addr_of_gid).collect();
+    if format::gid_table(&addrs) != format::gid_table(&desc.gids) {
+        let _ = node.set_gids(&addrs);
+    }
+}
+
+fn daemon_args(opts: &UpOpts, plan: &Plan, sysfs: &Path, uverbs: u32) -> Vec<String> {
     vec![
         "--name".into(),
         opts.name.clone(),
@@ -255,6 +279,10 @@ fn daemon_args(opts: &UpOpts, plan: &Plan) -> Vec<String> {
         opts.port.to_string(),
         "--mtu".into(),
         plan.eth_mtu.to_string(),
+        "--sysfs".into(),
+        sysfs.display().to_string(),
+        "--uverbs".into(),
+        uverbs.to_string(),
     ]
 }
 
@@ -616,7 +644,7 @@ mod tests {
         let mut o = opts(None, Some("127.0.0.2"));
         o.port = 5000;
         assert_eq!(
-            daemon_args(&o, &p),
+            daemon_args(&o, &p, Path::new("/run/rxu/sysfs"), 3),
             [
                 "--name",
                 "rxu0",
@@ -627,7 +655,11 @@ mod tests {
                 "--port",
                 "5000",
                 "--mtu",
-                "65536"
+                "65536",
+                "--sysfs",
+                "/run/rxu/sysfs",
+                "--uverbs",
+                "3"
             ]
         );
     }

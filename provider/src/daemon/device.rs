@@ -4,6 +4,7 @@
 //! is testable in-process.
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
 use std::os::fd::OwnedFd;
 
 use transport::engine::{Engine, EngineConfig, EngineError};
@@ -90,6 +91,12 @@ pub struct Device {
     pub port_attr: PortAttr,
     /// Active MTU of port 1 (largest path MTU; UD payload limit).
     pub port_mtu: Mtu,
+    /// The address the engine is bound to (the only GID it can serve).
+    pub served: IpAddr,
+    /// The netdev's interface index (0 until first read).
+    pub ifindex: u32,
+    /// Where the device tree is, for port changes (None: not written).
+    pub node: Option<super::port::NodeLoc>,
     pub sessions: BTreeMap<u32, Session>,
     /// QP number -> owning session.
     pub qp_owner: HashMap<u32, u32>,
@@ -119,7 +126,11 @@ impl Device {
         let port_mtu = Mtu::from_enum(port_attr.active_mtu)
             .or(Mtu::for_netdev_mtu(facts.netdev_mtu as usize))
             .unwrap_or(Mtu::M256);
+        let served = engine.local_addr().ip();
         Ok(Device {
+            served,
+            ifindex: 0,
+            node: None,
             engine,
             facts,
             dev_attr,

@@ -34,6 +34,7 @@ use super::DaemonError;
 
 const T_LISTEN: u64 = 1 << 40;
 const T_SIGNAL: u64 = (1 << 40) + 1;
+const T_NETLINK: u64 = (1 << 40) + 2;
 const T_CTL: u64 = 1 << 32;
 const T_BELL: u64 = 2 << 32;
 const T_KIND: u64 = !0xFFFF_FFFF;
@@ -54,6 +55,9 @@ pub struct Daemon {
     pub dev: Device,
     files: RuntimeFiles,
     signals: OwnedFd,
+    /// rtnetlink link/address changes (None if it could not be opened).
+    netlink: Option<OwnedFd>,
+    nl_buf: Vec<u8>,
     epoll: Epoll,
     conns: HashMap<u32, OwnedFd>,
     ready: Vec<Ready>,
@@ -74,11 +78,23 @@ impl Daemon {
         let epoll = Epoll::new()?;
         epoll.add(files.listener.as_fd(), T_LISTEN)?;
         epoll.add(signals.as_fd(), T_SIGNAL)?;
+        let netlink = match super::netlink::open() {
+            Ok(s) => {
+                epoll.add(s.as_fd(), T_NETLINK)?;
+                Some(s)
+            }
+            Err(e) => {
+                warning!("rtnetlink: {e}; the port will not follow its netdev");
+                None
+            }
+        };
         let max_spin = max_spin.max(MIN_SPIN);
         Ok(Daemon {
             dev,
             files,
             signals,
+            netlink,
+            nl_buf: vec![0u8; 32 * 1024],
             epoll,
             conns: HashMap::new(),
             ready: Vec::with_capacity(64),
@@ -192,6 +208,7 @@ impl Daemon {
             match r.token {
                 T_LISTEN => self.accept_all(),
                 T_SIGNAL => self.on_signal(),
+                T_NETLINK => self.on_netlink(),
                 t if t & T_KIND == T_CTL => self.on_control(t as u32, r),
                 t if t & T_KIND == T_BELL => {
                     let id = t as u32;
@@ -250,6 +267,18 @@ impl Daemon {
                 }
                 _ => return,
             }
+        }
+    }
+
+    /// Link or address changes: re-read the netdev if they concern it.
+    fn on_netlink(&mut self) {
+        let Some(nl) = &self.netlink else {
+            return;
+        };
+        let d = super::netlink::drain(nl.as_fd(), &mut self.nl_buf);
+        let (index, name) = (self.dev.ifindex, self.dev.facts.netdev.as_str());
+        if d.overrun || d.changes.iter().any(|c| c.concerns(index, name)) {
+            self.dev.refresh_port(true);
         }
     }
 

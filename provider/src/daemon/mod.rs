@@ -8,7 +8,8 @@
 //! files), `event_loop` (the single-threaded loop and its spin policy),
 //! `device` (the device state), `handle`, `cq`, `srq`, `qp`, `admin` (the
 //! requests), `datapath` (rings <-> engine), `wqe` (slot validation),
-//! `session` (per-client objects).
+//! `session` (per-client objects), `netlink` and `port` (port 1 follows
+//! its netdev).
 
 pub mod admin;
 pub mod cq;
@@ -17,6 +18,8 @@ pub mod device;
 pub mod event_loop;
 pub mod handle;
 pub mod log;
+pub mod netlink;
+pub mod port;
 pub mod qp;
 pub mod session;
 pub mod setup;
@@ -76,8 +79,11 @@ pub fn run(cfg: Config) -> Result<(), DaemonError> {
     sys::raise_nofile_limit();
     let facts = setup::device_facts(&cfg)?;
     setup::RuntimeFiles::check_not_running(&cfg.name)?;
-    let dev =
+    let mut dev =
         Device::new(facts, setup::engine_config(&cfg)).map_err(|e| setup::bind_error(&cfg, e))?;
+    dev.node = cfg.node.clone();
+    // The port by the same rule rtnetlink events are judged by later.
+    dev.refresh_port(false);
     let files = setup::RuntimeFiles::create(&cfg.name)?;
     info!(
         "device {} on {}:{} (netdev {}, MTU {}, port MTU {} bytes)",

@@ -21,9 +21,12 @@ pub mod event {
     pub const QP_FATAL: u32 = 1;
     pub const COMM_EST: u32 = 4;
     pub const DEVICE_FATAL: u32 = 8;
+    pub const PORT_ACTIVE: u32 = 9;
+    pub const PORT_ERR: u32 = 10;
     pub const SRQ_ERR: u32 = 14;
     pub const SRQ_LIMIT_REACHED: u32 = 15;
     pub const QP_LAST_WQE_REACHED: u32 = 16;
+    pub const GID_CHANGE: u32 = 18;
 }
 
 pub struct Mr {

@@ -33,6 +33,8 @@ pub struct Config {
     pub mtu: Option<u32>,
     /// Longest idle spin before the loop sleeps.
     pub max_spin: Duration,
+    /// The device tree to keep in step with the port (from `rxu up`).
+    pub node: Option<super::port::NodeLoc>,
 }
 
 impl Config {
@@ -44,6 +46,7 @@ impl Config {
             port: transport::wire::ROCE_V2_PORT,
             mtu: None,
             max_spin: Duration::from_micros(50),
+            node: None,
         }
     }
 }
