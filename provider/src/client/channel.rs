@@ -5,7 +5,7 @@
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::error::{Error, Result};
@@ -72,6 +72,17 @@ impl CompChannel {
         }
     }
 
+    /// A reference that does not keep the channel alive.
+    pub(crate) fn downgrade(&self) -> ChannelRef {
+        ChannelRef(Arc::downgrade(&self.inner))
+    }
+
+    /// Shuts the channel down for writing: readers get what is queued,
+    /// then EOF (the daemon is gone, nothing more will come).
+    pub(crate) fn hang_up(&self) {
+        super::watch::shutdown_write(std::os::fd::AsRawFd::as_raw_fd(&self.inner.wr));
+    }
+
     /// Events read so far.
     pub fn events_received(&self) -> u64 {
         self.inner.received.load(Ordering::Relaxed)
@@ -95,6 +106,25 @@ impl CompChannel {
             let _ = sock::send_record(self.write_end(), &b);
         }
         dropped
+    }
+}
+
+/// A channel known to a context, not kept alive by it.
+pub(crate) struct ChannelRef(Weak<Inner>);
+
+impl ChannelRef {
+    pub(crate) fn alive(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+
+    pub(crate) fn is(&self, ch: &CompChannel) -> bool {
+        std::ptr::eq(self.0.as_ptr(), Arc::as_ptr(&ch.inner))
+    }
+
+    pub(crate) fn hang_up(&self) {
+        if let Some(inner) = self.0.upgrade() {
+            CompChannel { inner }.hang_up();
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::fs::OpenOptions;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::error::{Error, Result};
 use super::event::{AsyncEvent, ASYNC_EVENT_LEN};
 use super::sock;
+use super::watch::{Health, Watcher};
 use crate::paths;
 use crate::proto::{
     self, fdpass, ClientStatus, Counter, DeviceAttr, PortAttr, Request, Response, MAX_MSG,
@@ -26,6 +27,10 @@ pub struct Context {
 }
 
 struct Inner {
+    /// First, so it is stopped before `ctl` (which it polls) closes.
+    _watch: Option<Watcher>,
+    /// Whether rxud is alive (None for admin connections).
+    health: Option<Arc<Health>>,
     device: String,
     client_id: u32,
     max_inline_data: u32,
@@ -35,6 +40,14 @@ struct Inner {
     async_rd: Option<OwnedFd>,
     /// Rung after posting when the daemon sleeps (None for admin).
     doorbell: Option<Doorbell>,
+}
+
+/// What a verbs (non-admin) connection has besides the control socket.
+struct Events {
+    async_rd: OwnedFd,
+    doorbell: Doorbell,
+    health: Arc<Health>,
+    watch: Watcher,
 }
 
 /// What `Request::Status` returns.
@@ -86,10 +99,18 @@ impl Context {
             &hello,
             &[mem.as_fd(), async_wr.as_fd(), doorbell.as_fd()],
         )?;
-        // Our copies go: the daemon holds its own, and a dead daemon must
-        // show up as EOF on the async socket.
-        drop((mem, async_wr));
-        Self::from_hello(resp, ctl, Some(async_rd), Some(doorbell))
+        drop(mem);
+        // Our write end stays, to say DEVICE_FATAL for a daemon that died
+        // without saying it (module `watch`).
+        let health = Arc::new(Health::new(async_wr));
+        let watch = Watcher::start(ctl.as_raw_fd(), health.clone())?;
+        let events = Events {
+            async_rd,
+            doorbell,
+            health,
+            watch,
+        };
+        Self::from_hello(resp, ctl, Some(events))
     }
 
     /// Opens device `name` for administration (the `rxu` tool): no memory,
@@ -102,15 +123,10 @@ impl Context {
             admin: true,
         };
         let (resp, _) = exchange(ctl.as_fd(), &hello, &[])?;
-        Self::from_hello(resp, ctl, None, None)
+        Self::from_hello(resp, ctl, None)
     }
 
-    fn from_hello(
-        resp: Response,
-        ctl: OwnedFd,
-        async_rd: Option<OwnedFd>,
-        doorbell: Option<Doorbell>,
-    ) -> Result<Context> {
+    fn from_hello(resp: Response, ctl: OwnedFd, ev: Option<Events>) -> Result<Context> {
         let Response::Hello {
             device,
             client_id,
@@ -119,8 +135,19 @@ impl Context {
         else {
             return Err(unexpected("Hello", &resp));
         };
+        let (async_rd, doorbell, health, watch) = match ev {
+            Some(e) => (
+                Some(e.async_rd),
+                Some(e.doorbell),
+                Some(e.health),
+                Some(e.watch),
+            ),
+            None => (None, None, None, None),
+        };
         Ok(Context {
             inner: Arc::new(Inner {
+                _watch: watch,
+                health,
                 device,
                 client_id,
                 max_inline_data,
@@ -149,16 +176,51 @@ impl Context {
     /// Sends one request and waits for its reply; a daemon error becomes
     /// [`Error::Daemon`]. Returns the reply and the fds that came with it.
     pub fn call(&self, req: &Request, fds: &[BorrowedFd<'_>]) -> Result<(Response, Vec<OwnedFd>)> {
+        if self.is_dead() {
+            return Err(Error::DeviceFatal);
+        }
         let ctl = self.inner.ctl.lock().unwrap_or_else(|p| p.into_inner());
-        exchange(ctl.as_fd(), req, fds)
+        match exchange(ctl.as_fd(), req, fds) {
+            Err(Error::Disconnected) => match &self.inner.health {
+                // Seen here before the watcher saw it: same consequences.
+                Some(h) => {
+                    h.die();
+                    Err(Error::DeviceFatal)
+                }
+                None => Err(Error::Disconnected),
+            },
+            r => r,
+        }
     }
 
-    /// A request whose only good reply is `Ok`.
+    /// A request whose only good reply is `Ok`. Releasing an object of a
+    /// device that is gone succeeds: it went with the device, and a
+    /// program cleaning up after IBV_EVENT_DEVICE_FATAL must be able to.
     pub(crate) fn call_ok(&self, req: &Request) -> Result<()> {
-        match self.call(req, &[])?.0 {
-            Response::Ok => Ok(()),
-            other => Err(unexpected("Ok", &other)),
+        let releases = matches!(
+            req,
+            Request::DestroyQp { .. }
+                | Request::DestroyCq { .. }
+                | Request::DestroySrq { .. }
+                | Request::DeregMr { .. }
+                | Request::DeallocPd { .. }
+        );
+        match self.call(req, &[]) {
+            Ok((Response::Ok, _)) => Ok(()),
+            Ok((other, _)) => Err(unexpected("Ok", &other)),
+            Err(Error::DeviceFatal) if releases => Ok(()),
+            Err(e) => Err(e),
         }
+    }
+
+    /// Whether the device's daemon is gone (then every call fails with
+    /// [`Error::DeviceFatal`] and DEVICE_FATAL was delivered).
+    pub fn is_dead(&self) -> bool {
+        self.inner.health.as_ref().is_some_and(|h| h.is_dead())
+    }
+
+    pub(crate) fn health(&self) -> Option<&Health> {
+        self.inner.health.as_deref()
     }
 
     pub fn query_device(&self) -> Result<DeviceAttr> {

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::channel::CompChannel;
 use super::context::{take_fd, unexpected, Context};
 use super::error::{Error, Result};
+use super::queue::WorkQueues;
 use super::wc::Wc;
 use crate::proto::abi::{Cqe, CQE_SIZE};
 use crate::proto::{Request, Response};
@@ -27,10 +28,52 @@ struct CqInner {
     handle: u32,
     user_handle: u64,
     cqe: AtomicU32,
-    ring: Mutex<Consumer>,
+    state: Mutex<CqState>,
     channel: Option<CompChannel>,
     events_acked: AtomicU32,
     live: AtomicBool,
+}
+
+/// The ring and the QPs completing to it.
+struct CqState {
+    ring: Consumer,
+    qps: Vec<Attached>,
+    /// Index in `qps` of the last QP a completion named (usually the next).
+    last: usize,
+}
+
+struct Attached {
+    qpn: u32,
+    queues: Arc<WorkQueues>,
+    /// This CQ is the QP's send CQ / receive CQ.
+    sends: bool,
+    recvs: bool,
+}
+
+impl CqState {
+    /// Accounts one polled completion to its QP's queue.
+    fn completed(&mut self, wc: &Wc) {
+        let hit = match self.qps.get(self.last) {
+            Some(a) if a.qpn == wc.qp_num => Some(self.last),
+            _ => self.qps.iter().position(|a| a.qpn == wc.qp_num),
+        };
+        if let Some(i) = hit {
+            self.last = i;
+            self.qps[i].queues.completed(wc);
+        }
+    }
+
+    /// WR_FLUSH_ERR completions for the outstanding work of its QPs.
+    fn flush_into(&mut self, out: &mut [Wc]) -> usize {
+        let mut n = 0;
+        for a in &self.qps {
+            if n == out.len() {
+                break;
+            }
+            n += a.queues.flush_into(a.qpn, a.sends, a.recvs, &mut out[n..]);
+        }
+        n
+    }
 }
 
 fn attach_cq_ring(fds: &mut Vec<std::os::fd::OwnedFd>) -> Result<Consumer> {
@@ -73,13 +116,20 @@ impl Cq {
                 return Err(e);
             }
         };
+        if let (Some(h), Some(ch)) = (ctx.health(), channel) {
+            h.watch_channel(ch);
+        }
         Ok(Cq {
             inner: Arc::new(CqInner {
                 ctx: ctx.clone(),
                 handle: cq,
                 user_handle,
                 cqe: AtomicU32::new(cqe),
-                ring: Mutex::new(consumer),
+                state: Mutex::new(CqState {
+                    ring: consumer,
+                    qps: Vec::new(),
+                    last: 0,
+                }),
                 channel: channel.cloned(),
                 events_acked: AtomicU32::new(0),
                 live: AtomicBool::new(true),
@@ -109,24 +159,70 @@ impl Cq {
         self.inner.channel.as_ref()
     }
 
-    fn ring(&self) -> MutexGuard<'_, Consumer> {
-        self.inner.ring.lock().unwrap_or_else(|p| p.into_inner())
+    fn state(&self) -> MutexGuard<'_, CqState> {
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `other` is this same CQ.
+    pub fn same(&self, other: &Cq) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// A QP completes to this CQ (its sends, its receives or both).
+    pub(crate) fn attach(&self, qpn: u32, queues: &Arc<WorkQueues>, sends: bool, recvs: bool) {
+        let mut st = self.state();
+        match st.qps.iter_mut().find(|a| a.qpn == qpn) {
+            Some(a) => {
+                a.sends |= sends;
+                a.recvs |= recvs;
+            }
+            None => st.qps.push(Attached {
+                qpn,
+                queues: queues.clone(),
+                sends,
+                recvs,
+            }),
+        }
+    }
+
+    /// The QP is gone.
+    pub(crate) fn detach(&self, qpn: u32) {
+        let mut st = self.state();
+        st.qps.retain(|a| a.qpn != qpn);
+        st.last = 0;
     }
 
     /// Moves up to `wc.len()` completions into `wc`; returns how many. No
-    /// system call. A corrupt ring is a protocol error.
+    /// system call. A corrupt ring is a protocol error. Once the device's
+    /// daemon is gone: the completions it wrote, then WR_FLUSH_ERR ones for
+    /// the work still outstanding on this CQ's QPs, then
+    /// [`Error::DeviceFatal`].
     pub fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
-        let mut ring = self.ring();
+        let mut st = self.state();
+        let st = &mut *st;
         let mut buf = [0u8; CQE_SIZE];
-        for (n, out) in wc.iter_mut().enumerate() {
-            let Some(slot) = ring.peek()? else {
-                return Ok(n);
+        let mut n = 0;
+        while n < wc.len() {
+            let Some(slot) = st.ring.peek()? else {
+                break;
             };
             slot.read(0, &mut buf)?;
             slot.release();
-            *out = Wc::from_cqe(&Cqe::decode(&buf).map_err(Error::protocol)?);
+            let w = Wc::from_cqe(&Cqe::decode(&buf).map_err(Error::protocol)?);
+            if !st.qps.is_empty() {
+                st.completed(&w);
+            }
+            wc[n] = w;
+            n += 1;
         }
-        Ok(wc.len())
+        // Only a dead daemon's ring is final: flush after it is drained.
+        if n < wc.len() && self.inner.ctx.is_dead() {
+            n += st.flush_into(&mut wc[n..]);
+            if n == 0 {
+                return Err(Error::DeviceFatal);
+            }
+        }
+        Ok(n)
     }
 
     /// Arms the CQ: the next completion (or, with `solicited_only`, the
@@ -143,7 +239,7 @@ impl Cq {
         } else {
             ARM_NEXT
         };
-        self.ring().set_flag(v);
+        self.state().ring.set_flag(v);
         Ok(())
     }
 
@@ -160,7 +256,7 @@ impl Cq {
     /// moves unpolled completions into the new ring, which replaces the
     /// old one once the reply is in (polling waits meanwhile).
     pub fn resize(&self, cqe: u32) -> Result<u32> {
-        let mut ring = self.ring();
+        let mut st = self.state();
         let (resp, mut fds) = self.inner.ctx.call(
             &Request::ResizeCq {
                 cq: self.inner.handle,
@@ -171,7 +267,7 @@ impl Cq {
         let Response::Cq { cqe, .. } = resp else {
             return Err(unexpected("Cq", &resp));
         };
-        *ring = attach_cq_ring(&mut fds)?;
+        st.ring = attach_cq_ring(&mut fds)?;
         self.inner.cqe.store(cqe, Ordering::Relaxed);
         Ok(cqe)
     }

@@ -23,6 +23,10 @@ pub enum Error {
     /// The daemon closed the control connection.
     #[error("rxud closed the connection")]
     Disconnected,
+    /// The device's daemon is gone (IBV_EVENT_DEVICE_FATAL was delivered):
+    /// nothing on this context works any more; close it.
+    #[error("the rxu device is gone (its daemon rxud stopped or died)")]
+    DeviceFatal,
     /// The call's arguments are invalid (checked before reaching the daemon).
     #[error("invalid argument: {0}")]
     Invalid(&'static str),
@@ -41,6 +45,7 @@ impl Error {
             Error::Protocol(_) => libc::EPROTO,
             Error::DeviceNotFound(_) => libc::ENODEV,
             Error::Disconnected => libc::ENOTCONN,
+            Error::DeviceFatal => libc::EIO,
             Error::Invalid(_) => libc::EINVAL,
             Error::QueueFull => libc::ENOMEM,
         }

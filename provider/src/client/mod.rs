@@ -31,8 +31,10 @@ mod mr;
 mod pd;
 mod qp;
 mod queue;
+mod shadow;
 mod sock;
 mod srq;
+mod watch;
 mod wc;
 mod wr;
 

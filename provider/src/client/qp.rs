@@ -2,13 +2,13 @@
 //! daemon.
 
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::context::{take_fd, unexpected, Context};
 use super::cq::Cq;
 use super::error::{Error, PostError, Result};
 use super::pd::Pd;
-use super::queue::{post_recvs, post_sends, RecvQueue, RqGuard, SendQueue, SqGuard};
+use super::queue::{post_recvs, post_sends, RecvQueue, RqGuard, SendQueue, SqGuard, WorkQueues};
 use super::srq::Srq;
 use super::wr::{RecvWr, SendWr, SqLimits};
 use crate::proto::{QpAttr, QpCap, QpType, Request, Response};
@@ -44,11 +44,6 @@ impl<'a> QpInit<'a> {
     }
 }
 
-struct Queues {
-    sq: Mutex<SendQueue>,
-    rq: Option<Mutex<RecvQueue>>,
-}
-
 /// A queue pair. Several threads may post to it at once (one lock per
 /// queue). Destroyed on drop (errors ignored) or by [`Qp::destroy`].
 pub struct Qp {
@@ -60,8 +55,8 @@ pub struct Qp {
     /// Last state set through `modify` or seen by `query`; gates posting
     /// as `ibv_post_send`/`ibv_post_recv` do.
     state: AtomicU8,
-    /// Boxed: keeps `Qp` (handed back by a failed destroy) small.
-    queues: Box<Queues>,
+    /// Shared with its CQs (completion accounting, flush on device loss).
+    queues: Arc<WorkQueues>,
     live: bool,
     // Held so the CQs, SRQ and PD outlive the QP in the daemon.
     _send_cq: Cq,
@@ -89,13 +84,27 @@ impl Qp {
             return Err(unexpected("Qp", &resp));
         };
         let queues = Self::attach_queues(&mut fds, init, &cap);
-        let (sq, rq) = match queues {
+        let (mut sq, rq) = match queues {
             Ok(q) => q,
             Err(e) => {
                 let _ = ctx.call_ok(&Request::DestroyQp { qp: qpn });
                 return Err(e);
             }
         };
+        sq.set_sig_all(init.sq_sig_all);
+        let queues = Arc::new(WorkQueues {
+            sq: Mutex::new(sq),
+            rq: rq.map(Mutex::new),
+        });
+        let recvs = queues.rq.is_some();
+        if init.send_cq.same(init.recv_cq) {
+            init.send_cq.attach(qpn, &queues, true, recvs);
+        } else {
+            init.send_cq.attach(qpn, &queues, true, false);
+            if recvs {
+                init.recv_cq.attach(qpn, &queues, false, true);
+            }
+        }
         Ok(Qp {
             ctx: ctx.clone(),
             qpn,
@@ -103,10 +112,7 @@ impl Qp {
             user_handle: init.user_handle,
             cap,
             state: AtomicU8::new(QpState::Reset as u8),
-            queues: Box::new(Queues {
-                sq: Mutex::new(sq),
-                rq: rq.map(Mutex::new),
-            }),
+            queues,
             live: true,
             _send_cq: init.send_cq.clone(),
             _recv_cq: init.recv_cq.clone(),
@@ -174,6 +180,9 @@ impl Qp {
         })?;
         if mask & mask::STATE != 0 {
             self.state.store(attr.qp_state, Ordering::Relaxed);
+            if attr.qp_state == QpState::Reset as u8 {
+                self.queues.reset();
+            }
         }
         Ok(())
     }
@@ -203,6 +212,9 @@ impl Qp {
     /// Locks the send queue for a batch of posts (the doorbell, if needed,
     /// rings when the guard drops).
     pub fn lock_sq(&self) -> Result<SqGuard<'_>> {
+        if self.ctx.is_dead() {
+            return Err(Error::DeviceFatal);
+        }
         Ok(SqGuard::new(
             &self.queues.sq,
             self.ctx.doorbell()?,
@@ -212,6 +224,9 @@ impl Qp {
 
     /// Locks the receive queue; EINVAL on a QP attached to an SRQ.
     pub fn lock_rq(&self) -> Result<RqGuard<'_>> {
+        if self.ctx.is_dead() {
+            return Err(Error::DeviceFatal);
+        }
         let rq = self
             .queues
             .rq
@@ -242,6 +257,8 @@ impl Qp {
     fn destroy_inner(&mut self) -> Result<()> {
         self.ctx.call_ok(&Request::DestroyQp { qp: self.qpn })?;
         self.live = false;
+        self._send_cq.detach(self.qpn);
+        self._recv_cq.detach(self.qpn);
         Ok(())
     }
 
@@ -259,5 +276,7 @@ impl Drop for Qp {
         if self.live {
             let _ = self.destroy_inner();
         }
+        self._send_cq.detach(self.qpn);
+        self._recv_cq.detach(self.qpn);
     }
 }

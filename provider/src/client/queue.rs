@@ -6,12 +6,15 @@
 use std::sync::{Mutex, MutexGuard};
 
 use super::error::{Error, PostError, Result};
+use super::shadow::Shadow;
+use super::wc::Wc;
 use super::wr::{
     check_send, gather, is_inline, recv_header, send_header, send_slot_bytes, sg_len, sge_bytes,
     RecvWr, SendWr, SqLimits,
 };
 use crate::proto::abi::{RECV_HDR, SEND_HDR, SGE_SIZE};
 use crate::ring::{Doorbell, Producer};
+use transport::qp::{send_flags, WcOpcode};
 
 /// A send queue ring and what it accepts.
 pub(crate) struct SendQueue {
@@ -19,6 +22,10 @@ pub(crate) struct SendQueue {
     lim: SqLimits,
     /// Inline bytes gathered from SGEs (C callers), reused across posts.
     gathered: Vec<u8>,
+    /// Every WR completes with a CQE (the QP's sq_sig_all).
+    sig_all: bool,
+    /// What is outstanding, for a flush if the daemon dies.
+    shadow: Shadow,
 }
 
 impl SendQueue {
@@ -29,11 +36,18 @@ impl SendQueue {
                 producer.slot_size()
             )));
         }
+        let shadow = Shadow::new(producer.capacity());
         Ok(SendQueue {
             producer,
             lim,
             gathered: Vec::new(),
+            sig_all: false,
+            shadow,
         })
+    }
+
+    pub(crate) fn set_sig_all(&mut self, sig_all: bool) {
+        self.sig_all = sig_all;
     }
 
     /// Encodes and publishes one WR.
@@ -46,6 +60,8 @@ impl SendQueue {
             producer,
             lim,
             gathered,
+            sig_all,
+            shadow,
         } = self;
         let inline: Option<&[u8]> = if is_inline(wr) {
             match wr.inline_data {
@@ -86,6 +102,8 @@ impl SendQueue {
             }
         }
         slot.commit();
+        let signaled = *sig_all || wr.send_flags & send_flags::SIGNALED != 0;
+        shadow.posted_send(wr.wr_id, wr.opcode, signaled);
         Ok(())
     }
 }
@@ -94,6 +112,8 @@ impl SendQueue {
 pub(crate) struct RecvQueue {
     producer: Producer,
     max_sge: u32,
+    /// None for an SRQ (its completions cannot be told apart per WR).
+    shadow: Option<Shadow>,
 }
 
 impl RecvQueue {
@@ -104,7 +124,18 @@ impl RecvQueue {
                 producer.slot_size()
             )));
         }
-        Ok(RecvQueue { producer, max_sge })
+        let shadow = Some(Shadow::new(producer.capacity()));
+        Ok(RecvQueue {
+            producer,
+            max_sge,
+            shadow,
+        })
+    }
+
+    /// Keeps no record of what is outstanding (SRQs).
+    pub(crate) fn untracked(mut self) -> RecvQueue {
+        self.shadow = None;
+        self
     }
 
     fn push(&mut self, wr: &RecvWr<'_>) -> Result<()> {
@@ -120,7 +151,64 @@ impl RecvQueue {
             slot.write(RECV_HDR + i * SGE_SIZE, &sge_bytes(s))?;
         }
         slot.commit();
+        if let Some(sh) = &mut self.shadow {
+            sh.posted_recv(wr.wr_id);
+        }
         Ok(())
+    }
+}
+
+/// A QP's queues: its send queue and, without an SRQ, its receive queue.
+/// Its CQs hold it too, to account completions and, if the daemon dies,
+/// flush what is outstanding.
+pub(crate) struct WorkQueues {
+    pub(crate) sq: Mutex<SendQueue>,
+    pub(crate) rq: Option<Mutex<RecvQueue>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl WorkQueues {
+    /// A completion of this QP was polled.
+    pub(crate) fn completed(&self, wc: &Wc) {
+        if wc.opcode & WcOpcode::Recv as u32 != 0 {
+            if let Some(rq) = &self.rq {
+                if let Some(sh) = &mut lock(rq).shadow {
+                    sh.completed_recv();
+                }
+            }
+        } else {
+            lock(&self.sq).shadow.completed_send(wc);
+        }
+    }
+
+    /// WR_FLUSH_ERR completions for what is outstanding on the queues
+    /// named (sends, receives) into `out`; returns how many.
+    pub(crate) fn flush_into(&self, qpn: u32, sends: bool, recvs: bool, out: &mut [Wc]) -> usize {
+        let mut n = 0;
+        if sends {
+            n += lock(&self.sq).shadow.flush_into(qpn, out);
+        }
+        if recvs && n < out.len() {
+            if let Some(rq) = &self.rq {
+                if let Some(sh) = &mut lock(rq).shadow {
+                    n += sh.flush_into(qpn, &mut out[n..]);
+                }
+            }
+        }
+        n
+    }
+
+    /// The QP was reset: the daemon discarded its work without completions.
+    pub(crate) fn reset(&self) {
+        lock(&self.sq).shadow.clear();
+        if let Some(rq) = &self.rq {
+            if let Some(sh) = &mut lock(rq).shadow {
+                sh.clear();
+            }
+        }
     }
 }
 

@@ -1,5 +1,7 @@
 //! Requests of the rxu tool: Status, Stats, Shutdown.
 
+use std::os::fd::AsRawFd;
+
 use crate::proto::{ClientStatus, Counter, QpStatus, Response};
 use crate::verbs;
 
@@ -184,13 +186,18 @@ impl Device {
         Ok(Reply::ok(Response::Ok))
     }
 
-    /// IBV_EVENT_DEVICE_FATAL to every application (once).
+    /// IBV_EVENT_DEVICE_FATAL to every application (once), then the
+    /// async socket is shut down: the client (which says DEVICE_FATAL
+    /// itself for a daemon that died without it) finds it shut and does
+    /// not repeat it, and its reader sees EOF after the event.
     pub fn fatal_to_all(&mut self) {
         for s in self.sessions.values_mut() {
             if s.ready && !s.admin && s.async_sock.is_some() {
                 s.send_event(0, event::DEVICE_FATAL);
-                // One notice is enough; a second shutdown path sends none.
-                s.async_sock = None;
+                if let Some(sock) = s.async_sock.take() {
+                    // SAFETY: shutdown on a socket we own; errors are moot.
+                    unsafe { libc::shutdown(sock.as_raw_fd(), libc::SHUT_WR) };
+                }
             }
         }
     }
