@@ -310,8 +310,17 @@ fn port_and_gid_events_follow_a_veth_in_a_namespace() {
     let _ = watch.wait();
 }
 
-/// Kills rxud (SIGKILL) under device_fatal.c waiting in `mode`.
-fn kill_daemon_under(mode: &str, name: &str, addr: &str) {
+/// How the daemon goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// SIGKILL: it says nothing, the client library must.
+    Kill,
+    /// `rxu down` (refused, naming the program) then `rxu down --force`.
+    DownForce,
+}
+
+/// Stops rxud under device_fatal.c waiting in `mode`.
+fn kill_daemon_under(mode: &str, name: &str, addr: &str, how: Stop) {
     let _g = serial();
     let Some(dev) = Dev::up(name, addr, &[]) else {
         return;
@@ -332,8 +341,36 @@ fn kill_daemon_under(mode: &str, name: &str, addr: &str) {
     std::thread::sleep(Duration::from_millis(200));
     let pid_file = dev.runtime_dir().join(format!("{name}.pid"));
     let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let rxu = built().join("rxu");
+    let down = |force: bool| {
+        let mut c = dev.cmd(&rxu);
+        c.args(["down", "--name", name]);
+        if force {
+            c.arg("--force");
+        }
+        c.output().unwrap()
+    };
+    if how == Stop::DownForce {
+        let out = down(false);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "rxu down without --force: {err}");
+        let prog_pid = prog.id().to_string();
+        assert!(err.contains(&prog_pid), "{err} should name pid {prog_pid}");
+    }
     let t0 = Instant::now();
-    sh(&["kill", "-9", pid.trim()]);
+    match how {
+        Stop::Kill => {
+            sh(&["kill", "-9", pid.trim()]);
+        }
+        Stop::DownForce => {
+            let out = down(true);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
     let end = Instant::now() + Duration::from_secs(10);
     let status = loop {
         if let Some(s) = prog.try_wait().unwrap() {
@@ -346,7 +383,11 @@ fn kill_daemon_under(mode: &str, name: &str, addr: &str) {
         std::thread::sleep(Duration::from_millis(10));
     };
     let took = t0.elapsed();
-    let out: Vec<String> = rx.try_iter().collect();
+    // Until the reader saw EOF (it may lag the exit).
+    let mut out = Vec::new();
+    while let Ok(l) = rx.recv_timeout(Duration::from_secs(5)) {
+        out.push(l);
+    }
     let mut err = String::new();
     if let Some(mut e) = prog.stderr.take() {
         let _ = std::io::Read::read_to_string(&mut e, &mut err);
@@ -369,12 +410,17 @@ fn kill_daemon_under(mode: &str, name: &str, addr: &str) {
 
 #[test]
 fn sigkill_under_a_blocked_get_cq_event() {
-    kill_daemon_under("cq_event", "rxuo2", "127.0.6.2");
+    kill_daemon_under("cq_event", "rxuo2", "127.0.6.2", Stop::Kill);
 }
 
 #[test]
 fn sigkill_under_a_busy_poller() {
-    kill_daemon_under("poll", "rxuo3", "127.0.6.3");
+    kill_daemon_under("poll", "rxuo3", "127.0.6.3", Stop::Kill);
+}
+
+#[test]
+fn rxu_down_force_under_a_blocked_get_cq_event() {
+    kill_daemon_under("cq_event", "rxuo5", "127.0.6.5", Stop::DownForce);
 }
 
 fn counters(json: &str) -> serde_like::Obj {
