@@ -5,7 +5,11 @@
 //! One engine serves one local address (IPv4 or IPv6, or a wildcard, then
 //! the local address of each datagram comes from IP_PKTINFO and each QP
 //! sends from the address its peer reached it at, or one pinned with
-//! [`Engine::set_qp_source`]). The socket is unconnected with DF set
+//! [`Engine::set_qp_source`]). Bound to 0.0.0.0 with `also_v6`, a second
+//! socket on [::] serves IPv6 (packets to IPv6 destinations leave through
+//! it); `bind_device` ties both to one netdev, and
+//! [`Engine::set_local_addrs`] limits the local addresses accepted (a
+//! device serving its netdev's current addresses). The socket is unconnected with DF set
 //! (IP_PMTUDISC_DO): Linux then sends IPv4 ID 0, and the ICRC is computed
 //! with ID 0. It sends from its own bound port (4791), not from the per-QP
 //! source port a [`Transmit`] names: an ordinary UDP socket has one source
@@ -97,6 +101,14 @@ pub struct EngineConfig {
     pub fault_rx: Option<FaultConfig>,
     /// First QP number handed out (QPNs are 24 bit, never 0 or 1).
     pub first_qpn: u32,
+    /// SO_BINDTODEVICE: only packets that arrive on this netdev, sent
+    /// through it (a wildcard bound to a device then does not conflict
+    /// with wildcards bound to other devices).
+    pub bind_device: Option<String>,
+    /// With `addr` 0.0.0.0: a second socket on [::]:`port` (IPv6 only)
+    /// serves the IPv6 addresses; packets to IPv6 destinations go out
+    /// through it.
+    pub also_v6: bool,
 }
 
 impl EngineConfig {
@@ -117,6 +129,8 @@ impl EngineConfig {
             fault_tx: None,
             fault_rx: None,
             first_qpn: 0x11,
+            bind_device: None,
+            also_v6: false,
         }
     }
 }
@@ -153,6 +167,9 @@ pub struct EngineCounters {
     pub timer_fires: u64,
     /// Times the engine went to sleep in ppoll.
     pub sleeps: u64,
+    /// Dropped: sent to a local address the engine was told not to serve
+    /// ([`Engine::set_local_addrs`]).
+    pub not_local: u64,
 }
 
 /// Misuse of the engine API or a socket failure.
@@ -236,6 +253,14 @@ struct QpSlot {
     src_pinned: bool,
 }
 
+/// The IPv6 socket of an engine bound to 0.0.0.0 with `also_v6`, with
+/// its own send path (a sendmmsg batch goes to one socket).
+struct V6Side {
+    sock: Socket,
+    out: Out,
+    tx: sys::SendBufs,
+}
+
 /// Most extra file descriptors [`Engine::set_wake_fds`] takes.
 pub const MAX_WAKE_FDS: usize = 8;
 
@@ -254,6 +279,9 @@ pub struct Engine<M: Memory> {
     cfg: EngineConfig,
     sock: Socket,
     local: SocketAddr,
+    v6: Option<V6Side>,
+    /// Local addresses packets are accepted for (None: any).
+    accept: Option<Vec<IpAddr>>,
     mem: M,
     qps: HashMap<u32, QpSlot>,
     srqs: HashMap<u32, Srq>,
@@ -289,32 +317,12 @@ impl<M: Memory> Engine<M> {
             return Err(EngineError::Config("first_qpn must be below 2^24"));
         }
         let v6 = cfg.addr.is_ipv6();
-        let domain = if v6 { Domain::IPV6 } else { Domain::IPV4 };
-        let sock = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
-        if v6 {
-            sock.set_only_v6(true)?;
-        }
-        sock.set_nonblocking(true)?;
-        let fd = sock.as_raw_fd();
-        sys::set_pmtudisc_do(fd, v6)?;
-        if v6 {
-            sys::set_no_check6(fd, true, true)?;
-        }
         let wildcard = cfg.addr.is_unspecified();
-        if wildcard {
-            sys::set_recv_pktinfo(fd, v6)?;
+        if cfg.also_v6 && (v6 || !wildcard) {
+            return Err(EngineError::Config("also_v6 needs addr 0.0.0.0"));
         }
-        if cfg.recv_tos_ttl {
-            sys::set_recv_tos_ttl(fd, v6)?;
-        }
-        if cfg.socket_buffer > 0 {
-            sys::set_buffers(fd, cfg.socket_buffer);
-        }
-        sock.bind(&SockAddr::from(SocketAddr::new(cfg.addr, cfg.port)))?;
-        let local = sock
-            .local_addr()?
-            .as_socket()
-            .ok_or(EngineError::Config("socket has no IP address"))?;
+        let (sock, local) = open_socket(&cfg, cfg.addr, cfg.port)?;
+        let fd = sock.as_raw_fd();
         let batch = cfg.batch;
         let cfg_spin = cfg.spin;
         let gso = cfg.gso && sys::probe_udp_segment(fd) && !v6;
@@ -337,7 +345,23 @@ impl<M: Memory> Engine<M> {
                 .map(FaultInjector::new),
             TX_SLOT,
         );
+        let v6side = if cfg.also_v6 {
+            let any6 = IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED);
+            // Bound to the same port as the IPv4 socket.
+            let (sock, local6) = open_socket(&cfg, any6, local.port())?;
+            // GSO is never used on IPv6 (zero UDP checksum, see above).
+            let out = Out::new(local6, None, cfg.peer_port, false, None, TX_SLOT);
+            Some(V6Side {
+                sock,
+                out,
+                tx: sys::SendBufs::new(batch, TX_SLOT, batch),
+            })
+        } else {
+            None
+        };
         Ok(Engine {
+            v6: v6side,
+            accept: None,
             fault_rx: cfg
                 .fault_rx
                 .filter(|f| !f.is_none())
@@ -486,6 +510,12 @@ impl<M: Memory> Engine<M> {
         Ok(())
     }
 
+    /// Accept packets only when sent to one of `addrs` (the device's GIDs
+    /// on a wildcard-bound engine); `None` accepts any local address.
+    pub fn set_local_addrs(&mut self, addrs: Option<&[IpAddr]>) {
+        self.accept = addrs.map(<[IpAddr]>::to_vec);
+    }
+
     /// QP numbers in use.
     pub fn qpns(&self) -> impl Iterator<Item = u32> + '_ {
         self.qps.keys().copied()
@@ -609,6 +639,12 @@ impl<M: Memory> Engine<M> {
         self.sock.as_raw_fd()
     }
 
+    /// The IPv6 socket's, with `also_v6` (an outer poll loop waits on it
+    /// too).
+    pub fn as_raw_fd_v6(&self) -> Option<RawFd> {
+        self.v6.as_ref().map(|v| v.sock.as_raw_fd())
+    }
+
     /// File descriptors (doorbell eventfds, a control socket) that end
     /// the engine's sleep in [`Engine::run_once`] when readable, at most
     /// [`MAX_WAKE_FDS`]. The engine never reads them: the caller drains
@@ -633,7 +669,7 @@ impl<M: Memory> Engine<M> {
 
     /// Whether packets are waiting to be produced or sent.
     pub fn has_pending_tx(&self) -> bool {
-        !self.active.is_empty() || self.tx.pending() > 0 || !self.out.delay.is_empty()
+        !self.active.is_empty() || self.tx_pending() > 0 || !self.out.delay.is_empty()
     }
 
     /// One iteration: receive a batch (or a few), fire due timers, transmit
@@ -682,27 +718,41 @@ impl<M: Memory> Engine<M> {
         }
         // Spun for nothing: spin less next time.
         self.spin /= 2;
-        let want_out = self.tx.pending() > 0;
         self.counters.sleeps += 1;
         rep.slept = true;
-        let mut fds = [(self.sock.as_raw_fd(), want_out); 1 + MAX_WAKE_FDS];
-        for (slot, &fd) in fds[1..].iter_mut().zip(&self.wake_fds) {
+        let mut fds = [(self.sock.as_raw_fd(), self.tx.pending() > 0); 2 + MAX_WAKE_FDS];
+        let mut n = 1;
+        if let Some(v) = &self.v6 {
+            fds[1] = (v.sock.as_raw_fd(), v.tx.pending() > 0);
+            n = 2;
+        }
+        for (slot, &fd) in fds[n..].iter_mut().zip(&self.wake_fds) {
             *slot = (fd, false);
         }
-        sys::wait(&fds[..1 + self.wake_fds.len()], wait)?;
+        sys::wait(&fds[..n + self.wake_fds.len()], wait)?;
         self.idle_since = None;
         Ok(rep)
     }
 
     // ----------------------------------------------------------- receive
 
-    /// One recvmmsg and what it brought; returns the packets taken.
+    /// One recvmmsg per socket and what it brought; returns the packets
+    /// taken.
     fn receive(&mut self, now: Instant) -> Result<usize, EngineError> {
+        let mut total = self.receive_from(self.sock.as_raw_fd(), now)?;
+        if let Some(fd) = self.as_raw_fd_v6() {
+            total += self.receive_from(fd, now)?;
+        }
+        Ok(total)
+    }
+
+    /// One recvmmsg on `fd` and what it brought.
+    fn receive_from(&mut self, fd: RawFd, now: Instant) -> Result<usize, EngineError> {
         let mut total = 0;
         // A reported ICMP error is not fatal; try once more.
         let mut n = 0;
         for _ in 0..2 {
-            match self.rx.recv(self.sock.as_raw_fd()) {
+            match self.rx.recv(fd) {
                 Ok(k) => {
                     n = k;
                     break;
@@ -807,6 +857,12 @@ impl<M: Memory> Engine<M> {
             self.counters.truncated += 1;
             return;
         };
+        if let Some(acc) = &self.accept {
+            if !acc.contains(&dst) {
+                self.counters.not_local += 1;
+                return;
+            }
+        }
         let src = info.src;
         let lport = self.local.port();
         let ok = match (src.ip(), dst) {
@@ -955,21 +1011,29 @@ impl<M: Memory> Engine<M> {
     /// many packets the QPs produced (0 when there was nothing to do or
     /// the socket buffer is full).
     fn transmit(&mut self, now: Instant) -> usize {
-        if self.tx.pending() > 0 {
+        if self.tx_pending() > 0 {
             self.flush();
-            if self.tx.pending() > 0 {
+            if self.tx_pending() > 0 {
                 // Socket buffer full: try again next time.
                 self.counters.tx_full += 1;
                 return 0;
             }
         }
         self.tx.reset_if_done();
+        if let Some(v) = &mut self.v6 {
+            v.tx.reset_if_done();
+        }
         let produced = self.fill(now);
         self.flush();
-        if self.tx.pending() > 0 {
+        if self.tx_pending() > 0 {
             self.counters.tx_full += 1;
         }
         produced
+    }
+
+    /// Datagrams waiting to be sent, on both sockets.
+    fn tx_pending(&self) -> usize {
+        self.tx.pending() + self.v6.as_ref().map_or(0, |v| v.tx.pending())
     }
 
     /// Fills the send batch from the transmit queue; returns the number of
@@ -1006,12 +1070,31 @@ impl<M: Memory> Engine<M> {
                 let Some(i) = self.tx.free_slot() else {
                     break;
                 };
+                // Room on the IPv6 side too: the packet's family is known
+                // only once the QP made it.
+                if self.v6.as_ref().is_some_and(|v| v.tx.is_full()) {
+                    break;
+                }
                 let Some(t) = slot.qp.poll_transmit(now, &mut env, self.tx.slot_mut(i)) else {
                     break;
                 };
                 produced += 1;
-                self.out
-                    .finish(&mut self.tx, i, t, slot.src, &mut self.counters, now);
+                match &mut self.v6 {
+                    Some(v) if t.dst.is_ipv6() => {
+                        // Copied to the IPv6 batch (the IPv4 slot stays free).
+                        let Some(j) = v.tx.free_slot() else {
+                            self.counters.send_errors += 1;
+                            continue;
+                        };
+                        let len = t.len.min(TX_SLOT);
+                        v.tx.slot_mut(j)[..len].copy_from_slice(&self.tx.slot_mut(i)[..len]);
+                        v.out
+                            .finish(&mut v.tx, j, t, slot.src, &mut self.counters, now);
+                    }
+                    _ => self
+                        .out
+                        .finish(&mut self.tx, i, t, slot.src, &mut self.counters, now),
+                }
             }
             self.after_activity(qpn);
         }
@@ -1023,27 +1106,74 @@ impl<M: Memory> Engine<M> {
         self.out.release_delayed(&mut self.tx, &mut self.counters);
     }
 
-    /// Sends the pending part of the batch.
+    /// Sends the pending part of the batches.
     fn flush(&mut self) {
-        // Bounded: every pass sends something, skips a refused datagram, or
-        // stops on a full socket buffer.
-        for _ in 0..=self.tx.capacity() {
-            if self.tx.pending() == 0 {
-                break;
+        flush_bufs(&mut self.tx, self.sock.as_raw_fd(), &mut self.counters);
+        if let Some(v) = &mut self.v6 {
+            flush_bufs(&mut v.tx, v.sock.as_raw_fd(), &mut self.counters);
+        }
+    }
+}
+
+/// One UDP socket of the engine on `addr`:`port`, set up as the
+/// module documentation says.
+fn open_socket(
+    cfg: &EngineConfig,
+    addr: IpAddr,
+    port: u16,
+) -> Result<(Socket, SocketAddr), EngineError> {
+    let v6 = addr.is_ipv6();
+    let domain = if v6 { Domain::IPV6 } else { Domain::IPV4 };
+    let sock = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
+    if v6 {
+        sock.set_only_v6(true)?;
+    }
+    sock.set_nonblocking(true)?;
+    let fd = sock.as_raw_fd();
+    sys::set_pmtudisc_do(fd, v6)?;
+    if v6 {
+        sys::set_no_check6(fd, true, true)?;
+    }
+    if addr.is_unspecified() {
+        sys::set_recv_pktinfo(fd, v6)?;
+    }
+    if cfg.recv_tos_ttl {
+        sys::set_recv_tos_ttl(fd, v6)?;
+    }
+    if cfg.socket_buffer > 0 {
+        sys::set_buffers(fd, cfg.socket_buffer);
+    }
+    if let Some(dev) = &cfg.bind_device {
+        sock.bind_device(Some(dev.as_bytes()))?;
+    }
+    sock.bind(&SockAddr::from(SocketAddr::new(addr, port)))?;
+    let local = sock
+        .local_addr()?
+        .as_socket()
+        .ok_or(EngineError::Config("socket has no IP address"))?;
+    Ok((sock, local))
+}
+
+/// Sends the pending part of one batch on `fd`.
+fn flush_bufs(tx: &mut sys::SendBufs, fd: RawFd, counters: &mut EngineCounters) {
+    // Bounded: every pass sends something, skips a refused datagram, or
+    // stops on a full socket buffer.
+    for _ in 0..=tx.capacity() {
+        if tx.pending() == 0 {
+            break;
+        }
+        let start = tx.sent;
+        match tx.send(fd) {
+            Ok(0) => break,
+            Ok(n) => {
+                counters.tx_syscalls += 1;
+                counters.sent_pkts += n as u64;
+                for it in &tx.items[start..start + n] {
+                    counters.sent_bytes += it.len as u64;
+                }
             }
-            let start = self.tx.sent;
-            match self.tx.send(self.sock.as_raw_fd()) {
-                Ok(0) => break,
-                Ok(n) => {
-                    self.counters.tx_syscalls += 1;
-                    self.counters.sent_pkts += n as u64;
-                    for it in &self.tx.items[start..start + n] {
-                        self.counters.sent_bytes += it.len as u64;
-                    }
-                }
-                Err(_) => {
-                    self.counters.send_errors += 1;
-                }
+            Err(_) => {
+                counters.send_errors += 1;
             }
         }
     }
