@@ -4,9 +4,9 @@
 //! Each client hands the daemon its `/proc/self/mem` (opened O_RDWR by the
 //! client itself, so no ptrace permission is needed by the daemon) at
 //! `Hello`; the daemon reads and writes registered memory with
-//! pread/pwrite on it. Memory the client unmapped gives EIO/EFAULT (or
-//! end-of-file once the client has exited), which becomes
-//! [`MemError::Unmapped`] — an error completion, never a crash.
+//! pread/pwrite on it. Memory the client unmapped gives EIO/EFAULT, which
+//! becomes [`MemError::Unmapped`] — an error completion, never a crash;
+//! end-of-file once the client is exiting becomes [`MemError::Gone`].
 //! PD numbers are unique across clients, so a key of another client's PD
 //! never passes the PD check. Keys are random 32-bit values (not
 //! guessable), lkey == rkey, unique in the device.
@@ -338,18 +338,31 @@ impl DeviceMemory {
     }
 }
 
+/// A failed pread/pwrite on a client's /proc/<pid>/mem. The kernel
+/// answers EIO for an address the process has not mapped, but 0 bytes
+/// (end of file) once the process has no address space at all: it is
+/// exiting, and its connection (so its QPs) closes a moment later. That
+/// is [`MemError::Gone`], which the transport answers with silence rather
+/// than a "remote access" NAK that would blame the peer.
+fn mem_error(e: &std::io::Error) -> MemError {
+    match e.kind() {
+        std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::WriteZero => MemError::Gone,
+        _ => MemError::Unmapped,
+    }
+}
+
 fn read(mem: &File, at: u64, dst: &mut [u8]) -> Result<(), MemError> {
     if dst.is_empty() {
         return Ok(());
     }
-    mem.read_exact_at(dst, at).map_err(|_| MemError::Unmapped)
+    mem.read_exact_at(dst, at).map_err(|e| mem_error(&e))
 }
 
 fn write(mem: &File, at: u64, src: &[u8]) -> Result<(), MemError> {
     if src.is_empty() {
         return Ok(());
     }
-    mem.write_all_at(src, at).map_err(|_| MemError::Unmapped)
+    mem.write_all_at(src, at).map_err(|e| mem_error(&e))
 }
 
 impl Memory for DeviceMemory {

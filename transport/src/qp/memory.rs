@@ -20,6 +20,14 @@ pub enum MemError {
     Misaligned,
     #[error("registered memory is no longer mapped")]
     Unmapped,
+    /// The process that owns the memory has lost its whole address space:
+    /// it is exiting, and its QPs are about to be destroyed. Unlike the
+    /// errors above this says nothing about the request, so the responder
+    /// drops the packet as if the QP were already gone (the requester
+    /// retries, then gets RETRY_EXC_ERR, as from a destroyed QP on a NIC)
+    /// instead of blaming the requester with a NAK.
+    #[error("the memory's owner has exited")]
+    Gone,
 }
 
 /// An atomic operation on 8 bytes of remote memory.
@@ -104,6 +112,9 @@ pub struct Region {
 pub struct BufferMemory {
     regions: HashMap<u32, Region>,
     next_key: u32,
+    /// Simulates an owner that exited: every access that passes the key,
+    /// PD, access and bounds checks then fails with [`MemError::Gone`].
+    pub gone: bool,
 }
 
 impl BufferMemory {
@@ -111,6 +122,7 @@ impl BufferMemory {
         BufferMemory {
             regions: HashMap::new(),
             next_key: 0x1000,
+            gone: false,
         }
     }
 
@@ -170,6 +182,23 @@ impl BufferMemory {
         }
         Ok((r, off as usize))
     }
+
+    /// [`BufferMemory::find`] for an access that moves data.
+    fn data(
+        &mut self,
+        pd: u32,
+        key: u32,
+        addr: u64,
+        len: u64,
+        need: u32,
+    ) -> Result<(&mut Region, usize), MemError> {
+        let gone = self.gone;
+        let found = self.find(pd, key, addr, len, need)?;
+        if gone {
+            return Err(MemError::Gone);
+        }
+        Ok(found)
+    }
 }
 
 impl Memory for BufferMemory {
@@ -180,12 +209,12 @@ impl Memory for BufferMemory {
         addr: u64,
         dst: &mut [u8],
     ) -> Result<(), MemError> {
-        let (r, off) = self.find(pd, lkey, addr, dst.len() as u64, 0)?;
+        let (r, off) = self.data(pd, lkey, addr, dst.len() as u64, 0)?;
         dst.copy_from_slice(&r.data[off..off + dst.len()]);
         Ok(())
     }
     fn write_local(&mut self, pd: u32, lkey: u32, addr: u64, src: &[u8]) -> Result<(), MemError> {
-        let (r, off) = self.find(pd, lkey, addr, src.len() as u64, access::LOCAL_WRITE)?;
+        let (r, off) = self.data(pd, lkey, addr, src.len() as u64, access::LOCAL_WRITE)?;
         r.data[off..off + src.len()].copy_from_slice(src);
         Ok(())
     }
@@ -200,12 +229,12 @@ impl Memory for BufferMemory {
         self.find(pd, rkey, va, len, need).map(|_| ())
     }
     fn read_remote(&mut self, pd: u32, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), MemError> {
-        let (r, off) = self.find(pd, rkey, va, dst.len() as u64, access::REMOTE_READ)?;
+        let (r, off) = self.data(pd, rkey, va, dst.len() as u64, access::REMOTE_READ)?;
         dst.copy_from_slice(&r.data[off..off + dst.len()]);
         Ok(())
     }
     fn write_remote(&mut self, pd: u32, rkey: u32, va: u64, src: &[u8]) -> Result<(), MemError> {
-        let (r, off) = self.find(pd, rkey, va, src.len() as u64, access::REMOTE_WRITE)?;
+        let (r, off) = self.data(pd, rkey, va, src.len() as u64, access::REMOTE_WRITE)?;
         r.data[off..off + src.len()].copy_from_slice(src);
         Ok(())
     }
@@ -219,7 +248,7 @@ impl Memory for BufferMemory {
         if !va.is_multiple_of(8) {
             return Err(MemError::Misaligned);
         }
-        let (r, off) = self.find(pd, rkey, va, 8, op.needs())?;
+        let (r, off) = self.data(pd, rkey, va, 8, op.needs())?;
         let cell = &mut r.data[off..off + 8];
         let mut b = [0u8; 8];
         b.copy_from_slice(cell);

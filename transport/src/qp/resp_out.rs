@@ -4,6 +4,7 @@
 //! buffer. Consecutive plain ACKs coalesce: only the newest is sent,
 //! since an ACK covers every PSN before it.
 
+use super::memory::MemError;
 use super::queue_pair::{Env, Qp};
 use crate::wire::{pad_for, Aeth, AethKind, AtomicAckEth, Headers, NakCode, Opcode, ICRC_LEN};
 use crate::Psn;
@@ -118,14 +119,22 @@ impl Qp {
                     hdr.bth.pad = pad_for(n);
                     let hl = hdr.emit(buf).ok()?;
                     // The MR may have gone since the request was checked.
-                    if n > 0
-                        && env
-                            .mem
-                            .read_remote(self.cfg.pd, s.rkey, s.va, &mut buf[hl..hl + n])
-                            .is_err()
-                    {
-                        self.read_failed(s.psn);
-                        continue;
+                    if n > 0 {
+                        let dst = &mut buf[hl..hl + n];
+                        match env.mem.read_remote(self.cfg.pd, s.rkey, s.va, dst) {
+                            Ok(()) => {}
+                            Err(MemError::Gone) => {
+                                // The owner exited: fall silent, as its
+                                // QP is about to.
+                                self.counters.dropped_pkts += 1;
+                                self.resp.out.pop_front();
+                                continue;
+                            }
+                            Err(_) => {
+                                self.read_failed(s.psn);
+                                continue;
+                            }
+                        }
                     }
                     if last {
                         self.resp.out.pop_front();

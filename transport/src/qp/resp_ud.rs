@@ -4,6 +4,7 @@
 //! received is dropped and counted.
 
 use super::grh;
+use super::memory::MemError;
 use super::queue_pair::{recv_completion, Env, Qp, RxMeta};
 use super::responder::HeldRecv;
 use super::sgl;
@@ -68,8 +69,8 @@ impl Qp {
         let udp_len = pkt.hdr.len() + n + usize::from(pkt.hdr.bth.pad) + ICRC_LEN;
         let g = grh::build(meta, udp_len);
         let pd = self.cfg.pd;
-        let ok = sgl::scatter(env.mem, pd, &h.wqe.sges, &mut h.cur, 0, &g).is_ok()
-            && sgl::scatter(
+        let r = sgl::scatter(env.mem, pd, &h.wqe.sges, &mut h.cur, 0, &g).and_then(|()| {
+            sgl::scatter(
                 env.mem,
                 pd,
                 &h.wqe.sges,
@@ -77,12 +78,24 @@ impl Qp {
                 grh::GRH_LEN as u64,
                 pkt.payload,
             )
-            .is_ok();
-        if !ok {
-            self.cq
-                .push_back(recv_completion(&h.wqe, WcStatus::LocProtErr, qpn));
-            self.enter_error(true);
-            return;
+        });
+        match r {
+            Ok(()) => {}
+            Err(MemError::Gone) => {
+                // The owner exited: drop, as its QP is about to be; the
+                // WQE goes back (an SRQ's has the same owner).
+                self.counters.dropped_pkts += 1;
+                if self.cfg.srq.is_none() {
+                    self.rq.push_front(h.wqe);
+                }
+                return;
+            }
+            Err(_) => {
+                self.cq
+                    .push_back(recv_completion(&h.wqe, WcStatus::LocProtErr, qpn));
+                self.enter_error(true);
+                return;
+            }
         }
         let mut c = recv_completion(&h.wqe, WcStatus::Success, qpn);
         c.byte_len = need as u32;

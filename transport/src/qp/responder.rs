@@ -13,6 +13,10 @@
 //!
 //! UC: nothing is ACKed; on a PSN gap the rest of the message is dropped
 //! and the responder resyncs at the next FIRST/ONLY.
+//!
+//! Memory whose owner has exited ([`MemError::Gone`]) is no fault of the
+//! request: the packet is dropped as if the QP were already destroyed
+//! (which the owner's exit is about to do), never NAKed or completed.
 
 use super::memory::MemError;
 use super::queue_pair::{recv_completion, Env, Qp};
@@ -138,6 +142,14 @@ fn mem_fail(e: MemError) -> Fail {
     }
 }
 
+/// A failed remote access: the request's fault, or the owner's exit.
+fn mem_step(e: MemError) -> Step {
+    match e {
+        MemError::Gone => Step::Gone,
+        e => Step::Fail(mem_fail(e)),
+    }
+}
+
 /// What a request needs before it can run.
 enum Step {
     Done,
@@ -145,6 +157,8 @@ enum Step {
     NoRecv,
     /// Too many responses queued: drop, the requester will retry.
     Busy,
+    /// The memory's owner exited: drop, as a destroyed QP would.
+    Gone,
     Fail(Fail),
 }
 
@@ -198,7 +212,7 @@ impl Qp {
                 let aeth = Aeth::rnr_nak(self.p.min_rnr_timer, self.resp.msn);
                 self.push_ack(psn, aeth);
             }
-            Step::Busy => self.counters.dropped_pkts += 1,
+            Step::Busy | Step::Gone => self.counters.dropped_pkts += 1,
             Step::Fail(f) => self.rc_fail(psn, f),
         }
     }
@@ -323,18 +337,20 @@ impl Qp {
         if h.written + n > h.cap {
             return Step::Fail(LENGTH);
         }
-        if n > 0
-            && sgl::scatter(
+        if n > 0 {
+            let r = sgl::scatter(
                 env.mem,
                 self.cfg.pd,
                 &h.wqe.sges,
                 &mut h.cur,
                 h.written,
                 pkt.payload,
-            )
-            .is_err()
-        {
-            return Step::Fail(LOCAL_PROT);
+            );
+            match r {
+                Ok(()) => {}
+                Err(MemError::Gone) => return Step::Gone,
+                Err(_) => return Step::Fail(LOCAL_PROT),
+            }
         }
         h.written += n;
         if !end {
@@ -381,7 +397,7 @@ impl Qp {
                     env.mem
                         .check_remote(self.cfg.pd, w.rkey, w.va, w.total, access::REMOTE_WRITE)
                 {
-                    return Step::Fail(mem_fail(e));
+                    return mem_step(e);
                 }
             }
         }
@@ -396,7 +412,7 @@ impl Qp {
         if n > 0 {
             let va = w.va.wrapping_add(w.done);
             if let Err(e) = env.mem.write_remote(self.cfg.pd, w.rkey, va, pkt.payload) {
-                return Step::Fail(mem_fail(e));
+                return mem_step(e);
             }
         }
         w.done += n;
@@ -433,7 +449,7 @@ impl Qp {
                 env.mem
                     .check_remote(self.cfg.pd, reth.rkey, reth.va, len, access::REMOTE_READ)
             {
-                return Step::Fail(mem_fail(e));
+                return mem_step(e);
             }
         }
         let psn = pkt.hdr.bth.psn;
@@ -474,7 +490,7 @@ impl Qp {
         };
         let orig = match env.mem.atomic_remote(self.cfg.pd, a.rkey, a.va, op) {
             Ok(v) => v,
-            Err(e) => return Step::Fail(mem_fail(e)),
+            Err(e) => return mem_step(e),
         };
         let psn = pkt.hdr.bth.psn;
         self.resp.res.insert(Resource {
@@ -504,7 +520,7 @@ impl Qp {
             value: u64::from_ne_bytes(b),
         };
         if let Err(e) = env.mem.atomic_remote(self.cfg.pd, reth.rkey, reth.va, op) {
-            return Step::Fail(mem_fail(e));
+            return mem_step(e);
         }
         let psn = pkt.hdr.bth.psn;
         self.resp.res.insert(Resource {
@@ -544,7 +560,7 @@ impl Qp {
             Ok(()) => {}
             // Selectivity "whole region": the address does not matter.
             Err(MemError::OutOfBounds) if feth.sel == 1 => {}
-            Err(e) => return Step::Fail(mem_fail(e)),
+            Err(e) => return mem_step(e),
         }
         // Memory here is coherent host memory: placement is immediate.
         let psn = pkt.hdr.bth.psn;
@@ -644,8 +660,8 @@ impl Qp {
                 self.fail_held(f.status);
                 self.enter_error(true);
             }
-            // No WQE, bad length, bad key: the message is silently lost;
-            // a held WQE stays for the next message.
+            // No WQE, bad length, bad key, owner gone: the message is
+            // silently lost; a held WQE stays for the next message.
             _ => self.uc_drop_msg(),
         }
     }
