@@ -109,6 +109,12 @@ struct NsDev {
 
 impl NsDev {
     fn up(name: &str) -> NsDev {
+        Self::up_on(name, "va")
+    }
+
+    /// `rxu up --netdev <netdev>` in a new namespace: "va" (the veth, set
+    /// up as above) or "lo" (the namespace's own, 127.0.0.1 and ::1).
+    fn up_on(name: &str, netdev: &str) -> NsDev {
         let ns = format!("rxu-ev-{}", std::process::id());
         let _ = Command::new("ip").args(["netns", "del", &ns]).output();
         sh(&["ip", "netns", "add", &ns]);
@@ -124,17 +130,21 @@ impl NsDev {
             rt,
             bin,
         };
-        d.ip(&["link", "add", "va", "type", "veth", "peer", "name", "vb"]);
-        for s in ["all", "default"] {
-            let key = format!("net.ipv6.conf.{s}.disable_ipv6=1");
-            sh(&["ip", "netns", "exec", &d.ns, "sysctl", "-qw", &key]);
+        if netdev == "lo" {
+            d.ip(&["link", "set", "lo", "up"]);
+        } else {
+            d.ip(&["link", "add", "va", "type", "veth", "peer", "name", "vb"]);
+            for s in ["all", "default"] {
+                let key = format!("net.ipv6.conf.{s}.disable_ipv6=1");
+                sh(&["ip", "netns", "exec", &d.ns, "sysctl", "-qw", &key]);
+            }
+            d.ip(&["addr", "add", "127.0.66.1/32", "dev", "va"]);
+            d.ip(&["link", "set", "va", "up"]);
+            d.ip(&["link", "set", "vb", "up"]);
         }
-        d.ip(&["addr", "add", "127.0.66.1/32", "dev", "va"]);
-        d.ip(&["link", "set", "va", "up"]);
-        d.ip(&["link", "set", "vb", "up"]);
         let out = d
             .cmd(&d.bin.join("rxu"))
-            .args(["up", "--netdev", "va", "--name", name])
+            .args(["up", "--netdev", netdev, "--name", name])
             .output()
             .unwrap();
         assert!(
@@ -259,18 +269,33 @@ fn port_and_gid_events_follow_a_veth_in_a_namespace() {
     assert!(d.devinfo().contains("PORT_ACTIVE (4)"));
     assert_eq!(d.tree("ports/1/state"), "4: ACTIVE\n");
 
-    // An address rxud does not serve changes nothing.
+    // A second address becomes GID 1 (GID 0 stays the first IPv4).
     d.ip(&["addr", "add", "127.0.66.2/32", "dev", "va"]);
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(rx.try_recv().is_err(), "an unserved address made an event");
+    let seen = expect_line(&rx, "IBV_EVENT_GID_CHANGE", t);
+    assert!(!seen.iter().any(|l| l.contains("PORT_")), "{seen:?}");
     let info = d.devinfo();
     assert!(
         info.contains("GID[  0]:\t\t::ffff:127.0.66.1, RoCE v2"),
         "{info}"
     );
+    assert!(
+        info.contains("GID[  1]:\t\t::ffff:127.0.66.2, RoCE v2"),
+        "{info}{}",
+        show(&d)
+    );
+    assert_eq!(
+        d.tree("ports/1/gids/1"),
+        "0000:0000:0000:0000:0000:ffff:7f00:4202\n"
+    );
+    // And goes again: GID_CHANGE, the port stays ACTIVE.
+    d.ip(&["addr", "del", "127.0.66.2/32", "dev", "va"]);
+    let seen = expect_line(&rx, "IBV_EVENT_GID_CHANGE", t);
+    assert!(!seen.iter().any(|l| l.contains("PORT_")), "{seen:?}");
+    let info = d.devinfo();
     assert!(!info.contains("127.0.66.2"), "{info}");
+    assert!(info.contains("PORT_ACTIVE (4)"), "{info}");
 
-    // The served address goes: the port says so, then its GID goes.
+    // The last address goes: the port says so, then its GID goes.
     d.ip(&["addr", "del", "127.0.66.1/32", "dev", "va"]);
     let seen = expect_line(&rx, "IBV_EVENT_GID_CHANGE", t);
     assert!(
@@ -305,9 +330,82 @@ fn port_and_gid_events_follow_a_veth_in_a_namespace() {
 
     let json = d.run(&d.bin.join("rxu"), &["stats", "--name", "rxuo1", "--json"]);
     assert!(json.contains("\"port_changes\":4"), "{json}");
-    assert!(json.contains("\"gid_changes\":2"), "{json}");
+    assert!(json.contains("\"gid_changes\":4"), "{json}");
     let _ = watch.kill();
     let _ = watch.wait();
+}
+
+/// ibv_rc_pingpong between two processes on one `--netdev lo` device (in
+/// a namespace of its own: its lo, its UDP port 4791), over the IPv4 GID 0
+/// (127.0.0.1) and the IPv6 GID 1 (::1).
+#[test]
+fn rc_pingpong_over_each_gid_of_a_netdev_device() {
+    let _g = serial();
+    if !is_root() {
+        eprintln!("skipped: needs root (network namespaces, /dev/infiniband)");
+        return;
+    }
+    if let Some(t) = ["ip", "ibv_rc_pingpong", "ibv_devinfo"]
+        .iter()
+        .find(|t| !have(t))
+    {
+        eprintln!("skipped: {t} is not installed");
+        return;
+    }
+    let d = NsDev::up_on("rxuo3", "lo");
+    let info = d.devinfo();
+    assert!(
+        info.contains("GID[  0]:\t\t::ffff:127.0.0.1, RoCE v2"),
+        "{info}"
+    );
+    assert!(info.contains("GID[  1]:\t\t::1, RoCE v2"), "{info}");
+    for (gid, port) in [("0", "18601"), ("1", "18602")] {
+        let args = [
+            "-d", "rxuo3", "-g", gid, "-p", port, "-n", "50", "-s", "4096",
+        ];
+        let server = d
+            .cmd(Path::new("timeout"))
+            .arg("20")
+            .arg("ibv_rc_pingpong")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The server listens before the client connects (bounded tries).
+        let mut client = None;
+        for _ in 0..50 {
+            std::thread::sleep(Duration::from_millis(100));
+            let out = d
+                .cmd(Path::new("timeout"))
+                .arg("20")
+                .arg("ibv_rc_pingpong")
+                .args(args)
+                .arg("127.0.0.1")
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            if out.status.success() || !err.contains("Couldn't connect") {
+                client = Some(out);
+                break;
+            }
+        }
+        let client = client.expect("the server never listened");
+        let server = server.wait_with_output().unwrap();
+        for (who, o) in [("client", &client), ("server", &server)] {
+            assert!(
+                o.status.success(),
+                "GID {gid}: {who}: {}{}\ndaemon log:\n{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr),
+                d.log()
+            );
+            assert!(
+                String::from_utf8_lossy(&o.stdout).contains("50 iters"),
+                "GID {gid} {who}"
+            );
+        }
+    }
 }
 
 /// How the daemon goes.

@@ -25,6 +25,11 @@ struct Args {
     /// Network device the address lives on (found from the address if omitted).
     #[arg(long)]
     netdev: Option<String>,
+    /// Serve every address of the netdev (IPv4 and IPv6, following adds
+    /// and removes) instead of --addr alone; --addr is then the first
+    /// IPv4 address (GID 0).
+    #[arg(long, requires = "netdev")]
+    all_addrs: bool,
     /// UDP port (RoCEv2 uses 4791; another port only talks to rxu peers using it too).
     #[arg(long, default_value_t = 4791)]
     port: u16,
@@ -48,6 +53,7 @@ fn main() -> ExitCode {
     let mut cfg = Config::new(&a.name, a.addr);
     cfg.netdev = a.netdev;
     cfg.port = a.port;
+    cfg.all_addrs = a.all_addrs;
     cfg.mtu = a.mtu;
     cfg.max_spin = Duration::from_micros(a.spin_us);
     cfg.node = a

@@ -192,6 +192,25 @@ pub fn test_bind_udp(addr: IpAddr, port: u16, scope: u32) -> io::Result<()> {
     UdpSocket::bind(sa).map(drop)
 }
 
+/// Whether a device serving every address of `netdev` could bind: UDP
+/// `port` on 0.0.0.0 and [::] (IPv6 only), each tied to the netdev, as
+/// rxud's engine binds them. A specific address on the same netdev taken
+/// without the netdev conflicts; a wildcard tied to another netdev not.
+pub fn test_bind_udp_dev(v6: bool, port: u16, netdev: &str) -> io::Result<()> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let (domain, any) = if v6 {
+        (Domain::IPV6, IpAddr::V6(Ipv6Addr::UNSPECIFIED))
+    } else {
+        (Domain::IPV4, IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+    };
+    let s = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
+    if v6 {
+        s.set_only_v6(true)?;
+    }
+    s.bind_device(Some(netdev.as_bytes()))?;
+    s.bind(&SocketAddr::new(any, port).into())
+}
+
 /// Whether the kernel's Soft-RoCE module is loaded (it binds UDP 4791 on
 /// every address).
 pub fn rdma_rxe_loaded() -> bool {

@@ -98,13 +98,14 @@ pub fn plan(
     let (addrs, primary) = match addr {
         Some(a) => (vec![a], a),
         None => {
-            let p = iface
-                .primary_addr()
+            // Every address of the netdev (rxud serves them all and
+            // follows adds and removes), IPv4 first: GID 0 is the first
+            // IPv4 address.
+            let all = crate::daemon::port::usable_gid_addrs(&iface.addrs);
+            let p = *all
+                .first()
                 .ok_or_else(|| CliError::NoAddress(iface.name.clone()))?;
-            // rxud serves one address (its engine binds one socket), so
-            // the GID table lists only that one: a GID that does not work
-            // would be worse than a missing one.
-            (vec![p], p)
+            (all, p)
         }
     };
     let eth_mtu =
@@ -172,8 +173,12 @@ pub fn run(opts: &UpOpts) -> Result<Vec<String>> {
         .map_err(CliError::io(format!("locking {}", rt.display())))?;
 
     check_not_up(&opts.name)?;
-    for a in &plan.addrs {
-        check_port(*a, opts.port, plan.ifindex)?;
+    if opts.addr.is_some() {
+        for a in &plan.addrs {
+            check_port(*a, opts.port, plan.ifindex)?;
+        }
+    } else {
+        check_port_on_netdev(&plan, opts.port)?;
     }
 
     let daemon = spawn::find_daemon().ok_or_else(|| {
@@ -268,7 +273,7 @@ fn reconcile(node: &DevNode, desc: &DeviceDesc, c: &mut AdminConn) {
 }
 
 fn daemon_args(opts: &UpOpts, plan: &Plan, sysfs: &Path, uverbs: u32) -> Vec<String> {
-    vec![
+    let mut v = vec![
         "--name".into(),
         opts.name.clone(),
         "--addr".into(),
@@ -283,7 +288,12 @@ fn daemon_args(opts: &UpOpts, plan: &Plan, sysfs: &Path, uverbs: u32) -> Vec<Str
         sysfs.display().to_string(),
         "--uverbs".into(),
         uverbs.to_string(),
-    ]
+    ];
+    if opts.addr.is_none() {
+        // --netdev alone: every address of the netdev.
+        v.push("--all-addrs".into());
+    }
+    v
 }
 
 fn indent(s: &str) -> String {
@@ -378,8 +388,25 @@ fn check_not_up(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// The wildcard binds a device serving all of its netdev makes.
+fn check_port_on_netdev(plan: &Plan, port: u16) -> Result<()> {
+    for v6 in [false, true] {
+        let any = if v6 {
+            IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED)
+        } else {
+            IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)
+        };
+        port_result(any, port, netif::test_bind_udp_dev(v6, port, &plan.netdev))?;
+    }
+    Ok(())
+}
+
 fn check_port(addr: IpAddr, port: u16, scope: u32) -> Result<()> {
-    match netif::test_bind_udp(addr, port, scope) {
+    port_result(addr, port, netif::test_bind_udp(addr, port, scope))
+}
+
+fn port_result(addr: IpAddr, port: u16, r: io::Result<()>) -> Result<()> {
+    match r {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
             let hint = if netif::rdma_rxe_loaded() && port == ROCE_PORT {
@@ -545,11 +572,15 @@ mod tests {
     }
 
     #[test]
-    fn netdev_gives_its_first_ipv4_address_as_the_only_gid() {
+    fn netdev_gives_all_its_addresses_first_ipv4_first() {
         let p = plan_of(&opts(Some("eth0"), None)).unwrap();
         assert_eq!(p.netdev, "eth0");
         assert_eq!(p.primary, "10.0.0.5".parse::<IpAddr>().unwrap());
-        assert_eq!(p.addrs, vec![p.primary]);
+        let want: Vec<IpAddr> = vec!["10.0.0.5".parse().unwrap(), "10.0.0.6".parse().unwrap()];
+        assert_eq!(p.addrs, want, "no link-local GID");
+        let l = plan_of(&opts(Some("lo"), None)).unwrap();
+        let want: Vec<IpAddr> = vec!["127.0.0.1".parse().unwrap(), "::1".parse().unwrap()];
+        assert_eq!(l.addrs, want);
         assert_eq!(format::guid(p.node_guid), "0211:22ff:fe33:4455");
         // rxud derives the same GUID from the MAC whatever the address.
         let by_addr = plan_of(&opts(None, Some("10.0.0.6"))).unwrap();

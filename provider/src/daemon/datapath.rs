@@ -103,7 +103,7 @@ fn consume_sq(
     e: &mut Engine<DeviceMemory>,
     qp: &mut Qp,
     cqs: &std::collections::BTreeMap<u32, Cq>,
-    ipv6: bool,
+    (ipv6, dual): (bool, bool),
     buf: &mut [u8],
     bad: &mut Vec<Bad>,
 ) -> Result<usize, RingError> {
@@ -113,6 +113,7 @@ fn consume_sq(
         max_inline: qp.cap.max_inline_data,
         qkey: qp.attr.qkey,
         ipv6,
+        dual,
     };
     let mut n = 0;
     while n < BUDGET && !sq_blocked(e, qp, cqs) {
@@ -263,7 +264,10 @@ impl Device {
 
     /// Takes posted work from one client's rings.
     pub(super) fn consume_session(&mut self, id: u32) -> usize {
-        let ipv6 = self.engine.local_addr().is_ipv6();
+        let fam = (
+            self.engine.local_addr().is_ipv6(),
+            self.engine.as_raw_fd_v6().is_some(),
+        );
         let Some(s) = self.sessions.get_mut(&id) else {
             return 0;
         };
@@ -275,7 +279,7 @@ impl Device {
         let mut taken = 0;
         let Session { qps, cqs, srqs, .. } = s;
         for qp in qps.values_mut() {
-            let r = consume_sq(e, qp, cqs, ipv6, buf, &mut bad)
+            let r = consume_sq(e, qp, cqs, fam, buf, &mut bad)
                 .and_then(|a| Ok(a + consume_rq(e, qp, cqs, buf, &mut bad)?));
             match r {
                 Ok(n) => taken += n,

@@ -91,8 +91,11 @@ pub struct Device {
     pub port_attr: PortAttr,
     /// Active MTU of port 1 (largest path MTU; UD payload limit).
     pub port_mtu: Mtu,
-    /// The address the engine is bound to (the only GID it can serve).
+    /// The address the engine is bound to (the only GID it can serve,
+    /// unless `all_addrs`).
     pub served: IpAddr,
+    /// Serving every address of the netdev (engine on the wildcards).
+    pub all_addrs: bool,
     /// The netdev's interface index (0 until first read).
     pub ifindex: u32,
     /// Where the device tree is, for port changes (None: not written).
@@ -129,6 +132,7 @@ impl Device {
         let served = engine.local_addr().ip();
         Ok(Device {
             served,
+            all_addrs: false,
             ifindex: 0,
             node: None,
             engine,

@@ -190,11 +190,17 @@ impl Daemon {
         if timeout != Some(Duration::ZERO) {
             self.dev.counters.sleeps += 1;
             let want_out = self.dev.engine.has_pending_tx();
-            let fds = [
+            let mut fds = [
                 (self.epoll.as_raw_fd(), false),
                 (self.dev.engine.as_raw_fd(), want_out),
+                (-1, false),
             ];
-            transport::engine::sys::wait(&fds, timeout)?;
+            let mut n = 2;
+            if let Some(fd) = self.dev.engine.as_raw_fd_v6() {
+                fds[2] = (fd, want_out);
+                n = 3;
+            }
+            transport::engine::sys::wait(&fds[..n], timeout)?;
         }
         self.dev.end_sleep();
         Ok(())

@@ -79,9 +79,10 @@ pub fn run(cfg: Config) -> Result<(), DaemonError> {
     sys::raise_nofile_limit();
     let facts = setup::device_facts(&cfg)?;
     setup::RuntimeFiles::check_not_running(&cfg.name)?;
-    let mut dev =
-        Device::new(facts, setup::engine_config(&cfg)).map_err(|e| setup::bind_error(&cfg, e))?;
+    let mut dev = Device::new(facts.clone(), setup::engine_config(&cfg, &facts.netdev))
+        .map_err(|e| setup::bind_error(&cfg, e))?;
     dev.node = cfg.node.clone();
+    dev.all_addrs = cfg.all_addrs;
     // The port by the same rule rtnetlink events are judged by later.
     dev.refresh_port(false);
     let files = setup::RuntimeFiles::create(&cfg.name)?;

@@ -73,6 +73,52 @@ pub fn served_present(served: IpAddr, link: &LinkView) -> bool {
             .any(|a| a.is_loopback() && a.is_ipv4() == served.is_ipv4())
 }
 
+/// The addresses a device serving all of `link` has as GIDs: every
+/// address but IPv6 link-local ones (a GID carries no scope to send to
+/// them with), IPv4 first, each once.
+pub fn gid_addrs(link: &LinkView) -> Vec<IpAddr> {
+    usable_gid_addrs(&link.addrs)
+}
+
+/// [`gid_addrs`] of a list of addresses (also `rxu up`'s rule).
+pub fn usable_gid_addrs(addrs: &[IpAddr]) -> Vec<IpAddr> {
+    let usable = |a: &&IpAddr| match a {
+        IpAddr::V4(v4) => !v4.is_unspecified() && !v4.is_multicast(),
+        IpAddr::V6(v6) => {
+            v6.segments()[0] & 0xffc0 != 0xfe80 && !v6.is_unspecified() && !v6.is_multicast()
+        }
+    };
+    let v4 = addrs.iter().filter(|a| a.is_ipv4()).filter(usable);
+    let v6 = addrs.iter().filter(|a| a.is_ipv6()).filter(usable);
+    let mut out: Vec<IpAddr> = Vec::new();
+    for a in v4.chain(v6) {
+        if !out.contains(a) {
+            out.push(*a);
+        }
+    }
+    out
+}
+
+/// The port of a device serving every address of its netdev: ACTIVE while
+/// the link runs and has at least one address.
+pub fn derive_all(link: Option<&LinkView>) -> PortView {
+    match link {
+        None => PortView {
+            up: false,
+            addrs: Vec::new(),
+            mtu: None,
+        },
+        Some(l) => {
+            let addrs = gid_addrs(l);
+            PortView {
+                up: l.running && !addrs.is_empty(),
+                addrs,
+                mtu: l.mtu,
+            }
+        }
+    }
+}
+
 pub fn derive(served: IpAddr, link: Option<&LinkView>) -> PortView {
     match link {
         None => PortView {
@@ -182,7 +228,11 @@ impl Device {
         if let Some(l) = &link {
             self.ifindex = l.index;
         }
-        let v = derive(self.served, link.as_ref());
+        let v = if self.all_addrs {
+            derive_all(link.as_ref())
+        } else {
+            derive(self.served, link.as_ref())
+        };
         self.apply_port(v, notify)
     }
 
@@ -199,6 +249,10 @@ impl Device {
         }
         self.facts.port_up = v.up;
         self.facts.addrs = v.addrs;
+        if self.all_addrs {
+            // Packets to an address that is no GID (any more) are not ours.
+            self.engine.set_local_addrs(Some(&self.facts.addrs));
+        }
         if let Some(m) = mtu {
             self.facts.netdev_mtu = m;
         }
@@ -210,7 +264,9 @@ impl Device {
             "port 1 {} (netdev {}{}), GIDs [{}], active MTU {}",
             if v.up { "ACTIVE" } else { "DOWN" },
             self.facts.netdev,
-            if self.facts.addrs.is_empty() {
+            if self.facts.addrs.is_empty() && self.all_addrs {
+                " without addresses".to_owned()
+            } else if self.facts.addrs.is_empty() {
                 format!(" without {}", self.served)
             } else {
                 String::new()
@@ -344,6 +400,25 @@ mod tests {
         let mut eth = link(true, &["127.0.0.1"]);
         eth.loopback = false;
         assert!(!derive(ip("127.0.5.9"), Some(&eth)).up);
+    }
+
+    #[test]
+    fn all_addresses_of_the_netdev() {
+        let l = link(
+            true,
+            &["fd00::5", "10.9.0.2", "fe80::1", "10.9.0.1", "10.9.0.2"],
+        );
+        let v = derive_all(Some(&l));
+        assert!(v.up);
+        assert_eq!(
+            v.addrs,
+            vec![ip("10.9.0.2"), ip("10.9.0.1"), ip("fd00::5")],
+            "IPv4 first, no link-local, each once"
+        );
+        assert!(!derive_all(Some(&link(false, &["10.9.0.1"]))).up);
+        let none = derive_all(Some(&link(true, &["fe80::1"])));
+        assert!(!none.up && none.addrs.is_empty(), "no address left: DOWN");
+        assert!(!derive_all(None).up);
     }
 
     #[test]

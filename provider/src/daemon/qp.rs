@@ -2,6 +2,8 @@
 //! from the granted caps), modify (verbs rules, then the transport's
 //! attributes), query, destroy.
 
+use std::net::IpAddr;
+
 use transport::engine::QpSpec;
 use transport::qp::{self as tqp, Mtu, QpState, QpTuning};
 use transport::Psn;
@@ -190,10 +192,15 @@ impl Device {
             msg: e.msg,
         })?;
         let ta = self.transport_attr(m, a, next)?;
+        let src = self.av_source(m, a)?;
         self.engine.modify_qp(qpn, &ta).map_err(|e| Refused {
             errno: libc::EINVAL,
             msg: format!("modify_qp: {e}"),
         })?;
+        if let Some(src) = src {
+            // Its packets leave from the address of its source GID.
+            let _ = self.engine.set_qp_source(qpn, src);
+        }
         let s = self.session(id)?;
         let Some(qp) = s.qps.get_mut(&qpn) else {
             return invalid(format!("no QP {qpn:#x}"));
@@ -210,6 +217,28 @@ impl Device {
             qp.broken = false;
         }
         Ok(Reply::ok(Response::Ok))
+    }
+
+    /// On a device serving all its netdev's addresses: the address of the
+    /// AV's source GID, which must be of the destination's family.
+    fn av_source(&self, m: u32, a: &QpAttr) -> Result<Option<IpAddr>, Refused> {
+        if !self.all_addrs || m & mask::AV == 0 {
+            return Ok(None);
+        }
+        let Some(g) = self.port_attr.gids.get(usize::from(a.ah.sgid_index)) else {
+            return invalid(format!(
+                "sgid_index {} outside the GID table",
+                a.ah.sgid_index
+            ));
+        };
+        let src = verbs::addr_of_gid(g);
+        let dst = verbs::addr_of_gid(&a.ah.dgid);
+        if src.is_ipv6() != dst.is_ipv6() {
+            return invalid(format!(
+                "destination GID {dst} and source GID {src} differ in address family"
+            ));
+        }
+        Ok(Some(src))
     }
 
     /// The transport's view of a verbs modify (already checked by verbs).
@@ -251,7 +280,8 @@ impl Device {
                 ));
             }
             let dst = verbs::addr_of_gid(&a.ah.dgid);
-            if dst.is_ipv6() != self.engine.local_addr().is_ipv6() || dst.is_unspecified() {
+            let family_ok = self.all_addrs || dst.is_ipv6() == self.engine.local_addr().is_ipv6();
+            if !family_ok || dst.is_unspecified() {
                 return invalid(format!(
                     "destination GID {dst} unreachable from this device"
                 ));

@@ -35,6 +35,9 @@ pub struct Config {
     pub max_spin: Duration,
     /// The device tree to keep in step with the port (from `rxu up`).
     pub node: Option<super::port::NodeLoc>,
+    /// Serve every address of the netdev, following adds and removes
+    /// (the engine binds 0.0.0.0 and [::] on the netdev); else `addr` only.
+    pub all_addrs: bool,
 }
 
 impl Config {
@@ -47,6 +50,7 @@ impl Config {
             mtu: None,
             max_spin: Duration::from_micros(50),
             node: None,
+            all_addrs: false,
         }
     }
 }
@@ -164,8 +168,18 @@ fn parse_mac(s: &str) -> Option<[u8; 6]> {
     parts.next().is_none().then_some(m)
 }
 
-pub fn engine_config(cfg: &Config) -> EngineConfig {
-    let mut e = EngineConfig::new(cfg.addr);
+/// The engine for `cfg` on `netdev`: one specific address, or (all
+/// addresses) both wildcards tied to the netdev, so that devices on other
+/// netdevs bind the same port without conflict.
+pub fn engine_config(cfg: &Config, netdev: &str) -> EngineConfig {
+    let mut e = if cfg.all_addrs {
+        let mut e = EngineConfig::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+        e.also_v6 = true;
+        e.bind_device = Some(netdev.to_owned());
+        e
+    } else {
+        EngineConfig::new(cfg.addr)
+    };
     e.port = cfg.port;
     // Peers listen on the same port (4791, or the test port).
     e.peer_port = cfg.port;

@@ -30,7 +30,7 @@ fn device(n: u8) -> Device {
     cfg.port = PORT;
     cfg.mtu = Some(65536);
     let facts = setup::device_facts(&cfg).unwrap();
-    let mut dev = Device::new(facts, setup::engine_config(&cfg)).unwrap();
+    let mut dev = Device::new(facts, setup::engine_config(&cfg, "lo")).unwrap();
     dev.allow_own_mem = true;
     dev
 }

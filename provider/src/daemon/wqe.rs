@@ -32,6 +32,8 @@ pub struct SqLimits {
     pub qkey: u32,
     /// The engine speaks IPv6 (UD destinations must match its family).
     pub ipv6: bool,
+    /// The engine speaks both families (a device serving its netdev).
+    pub dual: bool,
 }
 
 /// A slot that cannot be executed: enough to write its error completion.
@@ -165,7 +167,8 @@ pub fn send_wqe(slot: &[u8], lim: &SqLimits) -> Result<SendWqe, BadWqe> {
             return Err(bad("flow label above 2^20-1"));
         }
         let addr = verbs::addr_of_gid(&s.ud_gid);
-        if addr.is_ipv6() != lim.ipv6 || addr.is_unspecified() || is_multicast(addr) {
+        if (addr.is_ipv6() != lim.ipv6 && !lim.dual) || addr.is_unspecified() || is_multicast(addr)
+        {
             return Err(bad("UD destination GID not reachable from this device"));
         }
         let qkey = if s.ud_qkey & 0x8000_0000 != 0 {
@@ -250,6 +253,7 @@ mod tests {
             max_inline: 64,
             qkey: 0x1111,
             ipv6: false,
+            dual: false,
         }
     }
 
