@@ -138,10 +138,12 @@ impl EngineConfig {
 /// Per-device counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EngineCounters {
-    /// Datagrams handed to the kernel.
+    /// RoCE packets handed to the kernel (a GSO datagram counts its
+    /// segments).
     pub sent_pkts: u64,
     pub sent_bytes: u64,
-    /// Datagrams taken from the kernel.
+    /// RoCE packets taken from the kernel (a GRO datagram counts its
+    /// segments).
     pub rcvd_pkts: u64,
     pub rcvd_bytes: u64,
     /// Dropped: ICRC mismatch.
@@ -1167,8 +1169,10 @@ fn flush_bufs(tx: &mut sys::SendBufs, fd: RawFd, counters: &mut EngineCounters) 
             Ok(0) => break,
             Ok(n) => {
                 counters.tx_syscalls += 1;
-                counters.sent_pkts += n as u64;
+                // Packets, as the receive side and rxe count: a GSO
+                // datagram is `nseg` packets on the wire.
                 for it in &tx.items[start..start + n] {
+                    counters.sent_pkts += it.nseg as u64;
                     counters.sent_bytes += it.len as u64;
                 }
             }
