@@ -284,4 +284,38 @@ mod tests {
         drop(held);
         test_bind_udp("127.0.3.250".parse().unwrap(), port, 0).unwrap();
     }
+
+    /// What a `--netdev lo` device (wildcards tied to lo) and an `--addr`
+    /// device on 127.0.0.x mean to each other: they conflict on one port
+    /// (Linux UDP binding without SO_REUSEADDR: a wildcard tied to a device
+    /// overlaps an address bound without one), whichever comes first, and
+    /// `rxu up` says so before starting rxud. Wildcards tied to different
+    /// netdevs do not conflict.
+    #[test]
+    fn netdev_wildcards_and_specific_addresses() {
+        let held = UdpSocket::bind("127.0.3.251:0").unwrap();
+        let port = held.local_addr().unwrap().port();
+        let e = test_bind_udp_dev(false, port, "lo").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        drop(held);
+        // A wildcard tied to lo, held as rxud would.
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
+        if s.bind_device(Some(b"lo")).is_err() {
+            eprintln!("skipped: SO_BINDTODEVICE not permitted");
+            return;
+        }
+        s.bind(&SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port).into())
+            .unwrap();
+        let e = test_bind_udp("127.0.3.251".parse().unwrap(), port, 0).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        // Another netdev's wildcard binds beside it.
+        let other = interfaces()
+            .unwrap()
+            .into_iter()
+            .find(|i| !i.is_loopback())
+            .map(|i| i.name);
+        if let Some(other) = other {
+            test_bind_udp_dev(false, port, &other).unwrap();
+        }
+    }
 }

@@ -581,6 +581,8 @@ mod tests {
         let l = plan_of(&opts(Some("lo"), None)).unwrap();
         let want: Vec<IpAddr> = vec!["127.0.0.1".parse().unwrap(), "::1".parse().unwrap()];
         assert_eq!(l.addrs, want);
+        let args = daemon_args(&opts(Some("eth0"), None), &p, Path::new("/s"), 0);
+        assert_eq!(args.last().map(String::as_str), Some("--all-addrs"));
         assert_eq!(format::guid(p.node_guid), "0211:22ff:fe33:4455");
         // rxud derives the same GUID from the MAC whatever the address.
         let by_addr = plan_of(&opts(None, Some("10.0.0.6"))).unwrap();

@@ -2,15 +2,15 @@
 //! `netlink`) the daemon reads the netdev's state and addresses and
 //! derives the port from them:
 //!
-//! - ACTIVE when the netdev is up and running (IFF_UP and IFF_RUNNING: an
-//!   interface without carrier is DOWN too) *and* the address rxud serves
-//!   is assigned to it; DOWN otherwise.
-//! - The GID table holds the served address while it is assigned, and is
-//!   empty while it is not. rxud's engine binds one UDP socket to one
-//!   address, so another address added to the netdev is not listed: a GID
-//!   whose packets the device would send from the wrong source address
-//!   (and never receive) is worse than no GID. That is also why losing the
-//!   served address takes the port DOWN: the port can carry nothing.
+//! - A device serving one address (`--addr`): ACTIVE when the netdev is
+//!   up and running (IFF_UP and IFF_RUNNING: no carrier is DOWN too) *and*
+//!   the address is assigned to it; the GID table holds that address while
+//!   it is assigned (the engine is bound to it alone).
+//! - A device serving its netdev (`--all-addrs`, the engine on 0.0.0.0 and
+//!   [::] tied to the netdev): the GID table holds every address of the
+//!   netdev but IPv6 link-local ones, IPv4 first; ACTIVE while the netdev
+//!   runs and has at least one. The engine accepts packets only to the
+//!   current GIDs, and a QP sends from the address of its AV's source GID.
 //!
 //! Every change is applied to the device's attributes (query_port), to the
 //! device tree (ports/1/state, gids, ndevs, rxu/active_mtu) and announced
