@@ -6,8 +6,10 @@ use std::time::Duration;
 pub const USAGE: &str = "\
 usage: rxu-peer --device NAME --role server|client
                 [--listen ADDR:PORT | --connect ADDR:PORT | --stdio]
-                [--workload send|write|read|atomic] [--size BYTES]
-                [--iters N] [--depth N] [--timeout SECS]
+                [--workload send|write|read|atomic|mixed|violate|lat]
+                [--size BYTES] [--iters N] [--depth N] [--timeout SECS]
+                [--qps N] [--qp-timeout EXP] [--retry-cnt N]
+                [--expect-peer-death] [--no-verify] [--secs S] [--go-file PATH]
 
 One RC connection between a server and a client, exchanging QP info
 (qpn, psn, gid, rkey, addr) over TCP on 127.0.0.1 (server: --listen,
@@ -15,7 +17,29 @@ port 0 picks one and prints `LISTEN ADDR:PORT`; client: --connect) or
 over stdin/stdout (--stdio: control lines are `CTL ...`, relayed by the
 caller). The client drives the workload, both sides verify the bytes,
 each prints one `RESULT ok|fail ...` line (on stderr with --stdio);
-exit status 0 on success, 1 on failure, 2 on bad arguments.";
+exit status 0 on success, 1 on failure, 2 on bad arguments.
+
+Workloads: send, write, read, atomic on one QP; mixed: --qps QPs (one
+CQ), each running SEND, WRITE, WRITE_WITH_IMM, READ (reading back an
+earlier write), CmpSwap and FetchAdd in turn, every wr_id checked to
+complete exactly once and in order, every byte checked; violate: remote
+accesses the server's MRs must refuse (bad rkey, out of bounds, missing
+access right, another PD, deregistered), each on its own QP, which must
+complete with IBV_WC_REM_ACCESS_ERR while guard bytes around the MRs stay
+untouched; lat: 2-byte (--size) RDMA WRITE ping-pong, half the round
+trip reported as lat_us.
+
+--iters counts operations per QP. --no-verify (write only, both sides)
+skips filling and checking the bytes (for benchmarks). With
+--expect-peer-death (mixed client) the server is expected to die: every
+QP must then fail with IBV_WC_RETRY_EXC_ERR (printed at once as
+`PEER_LOST ...`), flush the rest, and raise IBV_EVENT_QP_FATAL. The
+mixed client prints `STARTED` once every QP has completed work.
+--qp-timeout and --retry-cnt set the RC local ACK timeout exponent and
+retry count (defaults 14 and 7). A mixed client with --secs stops
+posting after S seconds (--iters stays the upper bound) and tells the
+server how far each QP got (TCP link only); with --go-file it prints
+`WAITING` once connected and starts when PATH exists.";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -29,6 +53,9 @@ pub enum Workload {
     Write,
     Read,
     Atomic,
+    Mixed,
+    Violate,
+    Lat,
 }
 
 impl Workload {
@@ -38,6 +65,9 @@ impl Workload {
             Workload::Write => "write",
             Workload::Read => "read",
             Workload::Atomic => "atomic",
+            Workload::Mixed => "mixed",
+            Workload::Violate => "violate",
+            Workload::Lat => "lat",
         }
     }
 }
@@ -59,6 +89,13 @@ pub struct Args {
     pub iters: u64,
     pub depth: u32,
     pub timeout: Duration,
+    pub qps: u32,
+    pub qp_timeout: u8,
+    pub retry_cnt: u8,
+    pub expect_peer_death: bool,
+    pub no_verify: bool,
+    pub secs: Option<Duration>,
+    pub go_file: Option<std::path::PathBuf>,
 }
 
 fn value<'a>(it: &mut impl Iterator<Item = &'a String>, flag: &str) -> Result<&'a String, String> {
@@ -78,6 +115,13 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
     let mut iters = 1000u64;
     let mut depth = 16u32;
     let mut timeout = 60u64;
+    let mut qps = 1u32;
+    let mut qp_timeout = 14u8;
+    let mut retry_cnt = 7u8;
+    let mut expect_peer_death = false;
+    let mut no_verify = false;
+    let mut secs = None;
+    let mut go_file = None;
     let mut it = argv.iter();
     while let Some(flag) = it.next() {
         match flag.as_str() {
@@ -98,6 +142,9 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
                     "write" => Workload::Write,
                     "read" => Workload::Read,
                     "atomic" => Workload::Atomic,
+                    "mixed" => Workload::Mixed,
+                    "violate" => Workload::Violate,
+                    "lat" => Workload::Lat,
                     other => return Err(format!("--workload: unknown {other}")),
                 }
             }
@@ -105,6 +152,19 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
             "--iters" => iters = number(value(&mut it, flag)?, flag)?,
             "--depth" => depth = number(value(&mut it, flag)?, flag)?,
             "--timeout" => timeout = number(value(&mut it, flag)?, flag)?,
+            "--qps" => qps = number(value(&mut it, flag)?, flag)?,
+            "--qp-timeout" => qp_timeout = number(value(&mut it, flag)?, flag)?,
+            "--retry-cnt" => retry_cnt = number(value(&mut it, flag)?, flag)?,
+            "--expect-peer-death" => expect_peer_death = true,
+            "--no-verify" => no_verify = true,
+            "--secs" => {
+                let v: f64 = number(value(&mut it, flag)?, flag)?;
+                if !(v > 0.0 && v < 3600.0) {
+                    return Err("--secs must be in (0, 3600)".into());
+                }
+                secs = Some(Duration::from_secs_f64(v));
+            }
+            "--go-file" => go_file = Some(value(&mut it, flag)?.into()),
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -131,6 +191,35 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
     if iters == 0 || depth == 0 || depth > 1024 {
         return Err("--iters must be > 0, --depth 1..=1024".into());
     }
+    if qps == 0 || qps > 256 {
+        return Err("--qps must be 1..=256".into());
+    }
+    if qps > 1 && workload != Workload::Mixed {
+        return Err("--qps needs --workload mixed".into());
+    }
+    // One CQ takes every QP's sends and receives.
+    if u64::from(qps) * 2 * u64::from(depth) + 16 > 65_535 {
+        return Err("--qps x --depth too large for one CQ".into());
+    }
+    if qp_timeout > 31 || retry_cnt > 7 {
+        return Err("--qp-timeout must be 0..=31, --retry-cnt 0..=7".into());
+    }
+    if expect_peer_death && (workload != Workload::Mixed || role != Role::Client) {
+        return Err("--expect-peer-death is for a mixed client".into());
+    }
+    let mixed_client = workload == Workload::Mixed && role == Role::Client;
+    if (secs.is_some() || go_file.is_some()) && !mixed_client {
+        return Err("--secs and --go-file are for a mixed client".into());
+    }
+    if secs.is_some() && !matches!(link, Link::Connect(_)) {
+        return Err("--secs needs a TCP link (--connect)".into());
+    }
+    if no_verify && workload != Workload::Write {
+        return Err("--no-verify is for the write workload".into());
+    }
+    if workload == Workload::Lat && size > 4096 {
+        return Err("lat: --size at most 4096".into());
+    }
     Ok(Args {
         device,
         role,
@@ -140,6 +229,13 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
         iters,
         depth,
         timeout: Duration::from_secs(timeout),
+        qps,
+        qp_timeout,
+        retry_cnt,
+        expect_peer_death,
+        no_verify,
+        secs,
+        go_file,
     })
 }
 
@@ -171,5 +267,26 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(at.size, 8);
+        let m = parse(&argv(
+            "--device d --role client --stdio --workload mixed --qps 16 --expect-peer-death",
+        ))
+        .unwrap();
+        assert_eq!((m.qps, m.expect_peer_death), (16, true));
+        assert!(parse(&argv("--device d --role server --qps 2")).is_err());
+        assert!(parse(&argv(
+            "--device d --role server --workload mixed --expect-peer-death"
+        ))
+        .is_err());
+        assert!(parse(&argv("--device d --role server --workload mixed --qps 0")).is_err());
+        let t = parse(&argv(
+            "--device d --role client --connect a:1 --workload mixed --secs 1.5 --go-file /x",
+        ))
+        .unwrap();
+        assert_eq!(t.secs, Some(Duration::from_millis(1500)));
+        assert!(parse(&argv(
+            "--device d --role client --stdio --workload mixed --secs 1"
+        ))
+        .is_err());
+        assert!(parse(&argv("--device d --role server --workload mixed --secs 1")).is_err());
     }
 }

@@ -1,17 +1,26 @@
 //! The out-of-band control channel: one line per message, over TCP on
 //! loopback or over stdin/stdout relayed by whoever started both peers.
 
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use crate::args::Link;
 
 pub struct Ctl {
-    reader: Box<dyn BufRead>,
+    reader: BufReader<Box<dyn Read>>,
     writer: Box<dyn Write>,
     /// stdio lines carry a `CTL ` prefix so they stand out from RESULT.
     prefix: &'static str,
+    /// The TCP link, for noticing the peer's death without reading.
+    tcp: Option<TcpStream>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Peek {
+    Nothing,
+    Data,
+    Closed,
 }
 
 fn timed_out(what: &str) -> io::Error {
@@ -24,9 +33,10 @@ impl Ctl {
         let stream = match link {
             Link::Stdio => {
                 return Ok(Ctl {
-                    reader: Box::new(BufReader::new(io::stdin())),
+                    reader: BufReader::new(Box::new(io::stdin())),
                     writer: Box::new(io::stdout()),
                     prefix: "CTL ",
+                    tcp: None,
                 })
             }
             Link::Listen(addr) => {
@@ -59,10 +69,53 @@ impl Ctl {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(timeout))?;
         Ok(Ctl {
-            reader: Box::new(BufReader::new(stream.try_clone()?)),
-            writer: Box::new(stream),
+            reader: BufReader::new(Box::new(stream.try_clone()?)),
+            writer: Box::new(stream.try_clone()?),
             prefix: "",
+            tcp: Some(stream),
         })
+    }
+
+    /// What the TCP link holds, looked at without consuming.
+    fn peek(&self) -> Peek {
+        let Some(s) = &self.tcp else {
+            return Peek::Nothing;
+        };
+        if s.set_nonblocking(true).is_err() {
+            return Peek::Nothing;
+        }
+        let mut b = [0u8; 1];
+        let p = match s.peek(&mut b) {
+            Ok(0) => Peek::Closed,
+            Ok(_) => Peek::Data,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Peek::Nothing
+            }
+            Err(_) => Peek::Closed,
+        };
+        let _ = s.set_nonblocking(false);
+        p
+    }
+
+    /// Whether the peer closed the TCP link with nothing left to read (it
+    /// exited or was killed: the kernel closes its sockets). Always false
+    /// over stdio, where the relay decides.
+    pub fn peer_closed(&mut self) -> bool {
+        self.reader.buffer().is_empty() && self.peek() == Peek::Closed
+    }
+
+    /// The next control line if one has arrived, without waiting for one
+    /// (over stdio only lines already buffered count). EOF is an error.
+    pub fn try_recv(&mut self) -> io::Result<Option<String>> {
+        if self.reader.buffer().is_empty() && self.peek() == Peek::Nothing {
+            return Ok(None);
+        }
+        self.recv().map(Some)
     }
 
     pub fn send(&mut self, line: &str) -> io::Result<()> {
@@ -105,10 +158,12 @@ impl Ctl {
     }
 }
 
-/// What each side tells the other about its QP and buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What each side tells the other about its QP(s) and buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeerInfo {
     pub qpn: u32,
+    /// Every QP, `qpn` first (multi-QP workloads; one entry otherwise).
+    pub qpns: Vec<u32>,
     pub psn: u32,
     pub gid: [u8; 16],
     pub rkey: u32,
@@ -119,16 +174,35 @@ pub struct PeerInfo {
 impl PeerInfo {
     pub fn line(&self) -> String {
         let gid: String = self.gid.iter().map(|b| format!("{b:02x}")).collect();
-        format!(
+        let mut line = format!(
             "INFO qpn={} psn={} gid={gid} rkey={} addr={} len={}",
             self.qpn, self.psn, self.rkey, self.addr, self.len
-        )
+        );
+        if self.qpns.len() > 1 {
+            let list: Vec<String> = self.qpns.iter().map(u32::to_string).collect();
+            line += &format!(" qpns={}", list.join(","));
+        }
+        line
+    }
+
+    /// One QP's info.
+    pub fn single(qpn: u32, psn: u32, gid: [u8; 16], rkey: u32, addr: u64, len: u64) -> PeerInfo {
+        PeerInfo {
+            qpn,
+            qpns: vec![qpn],
+            psn,
+            gid,
+            rkey,
+            addr,
+            len,
+        }
     }
 
     /// Parses the part after `INFO`.
     pub fn parse(s: &str) -> Result<PeerInfo, String> {
         let mut p = PeerInfo {
             qpn: 0,
+            qpns: Vec::new(),
             psn: 0,
             gid: [0; 16],
             rkey: 0,
@@ -144,6 +218,12 @@ impl PeerInfo {
                 "rkey" => p.rkey = v.parse().map_err(|_| bad(k))?,
                 "addr" => p.addr = v.parse().map_err(|_| bad(k))?,
                 "len" => p.len = v.parse().map_err(|_| bad(k))?,
+                "qpns" => {
+                    p.qpns = v
+                        .split(',')
+                        .map(|n| n.parse().map_err(|_| bad(k)))
+                        .collect::<Result<_, _>>()?
+                }
                 "gid" => {
                     if v.len() != 32 {
                         return Err(bad(k));
@@ -155,6 +235,12 @@ impl PeerInfo {
                 _ => return Err(bad(k)),
             }
         }
+        if p.qpns.is_empty() {
+            p.qpns.push(p.qpn);
+        }
+        if p.qpns[0] != p.qpn {
+            return Err(bad("qpns"));
+        }
         Ok(p)
     }
 }
@@ -165,8 +251,9 @@ mod tests {
 
     #[test]
     fn info_round_trip() {
-        let i = PeerInfo {
+        let mut i = PeerInfo {
             qpn: 0x11,
+            qpns: vec![0x11],
             psn: 0xabcdef,
             gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 9],
             rkey: 0xdead_beef,
@@ -178,6 +265,14 @@ mod tests {
             PeerInfo::parse(line.strip_prefix("INFO").unwrap()).unwrap(),
             i
         );
+        i.qpns = vec![0x11, 0x12, 0x40];
+        let line = i.line();
+        assert!(line.ends_with(" qpns=17,18,64"), "{line}");
+        assert_eq!(
+            PeerInfo::parse(line.strip_prefix("INFO").unwrap()).unwrap(),
+            i
+        );
+        assert!(PeerInfo::parse("qpn=1 qpns=2,1").is_err());
         assert!(PeerInfo::parse("qpn=x").is_err());
         assert!(PeerInfo::parse("gid=00").is_err());
     }

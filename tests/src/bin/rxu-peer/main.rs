@@ -1,16 +1,22 @@
-//! rxu-peer: one side of an RC connection over rxu, for multi-process
-//! tests (see `args::USAGE`).
+//! rxu-peer: one side of RC connections over rxu, for multi-process
+//! tests and benchmarks (see `args::USAGE`).
 
 mod args;
 mod ctl;
+mod flow;
+mod lanes;
+mod lat;
+mod mixed;
 mod peer;
+mod violate;
 mod work;
 
 use std::process::ExitCode;
 use std::time::Instant;
 
-use args::{Args, Role};
-use ctl::{Ctl, PeerInfo};
+use args::{Args, Role, Workload};
+use ctl::Ctl;
+use flow::Outcome;
 use peer::{Peer, Res};
 
 fn main() -> ExitCode {
@@ -30,20 +36,25 @@ fn main() -> ExitCode {
         Role::Client => "client",
     };
     let head = format!(
-        "role={role} workload={} size={} iters={} depth={}",
+        "role={role} workload={} size={} iters={} depth={} qps={}",
         args.workload.name(),
         args.size,
         args.iters,
-        args.depth
+        args.depth,
+        args.qps
     );
     let (line, code) = match run(&args) {
-        Ok((bytes, secs)) => {
+        Ok(o) => {
+            let (bytes, secs) = (o.bytes, o.secs);
             let mbps = if secs > 0.0 {
                 bytes as f64 / secs / 1e6
             } else {
                 0.0
             };
-            let line = format!("RESULT ok {head} bytes={bytes} secs={secs:.6} MBps={mbps:.1}");
+            let mut line = format!("RESULT ok {head} bytes={bytes} secs={secs:.6} MBps={mbps:.1}");
+            if !o.extra.is_empty() {
+                line = format!("{line} {}", o.extra);
+            }
             (line, ExitCode::SUCCESS)
         }
         Err(e) => (format!("RESULT fail {head} reason={e}"), ExitCode::from(1)),
@@ -63,58 +74,54 @@ fn report(args: &Args, line: &str) {
     };
 }
 
-/// Returns (bytes moved, seconds of the workload phase).
-fn run(args: &Args) -> Res<(u64, f64)> {
+/// A progress line for whoever runs us (stdout, or stderr with --stdio).
+pub fn note(args: &Args, line: &str) {
+    report(args, line);
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+}
+
+fn run(args: &Args) -> Res<Outcome> {
+    match args.workload {
+        Workload::Mixed => mixed::run(args),
+        Workload::Violate => violate::run(args),
+        Workload::Lat => lat::run(args),
+        Workload::Send | Workload::Write | Workload::Read | Workload::Atomic => run_one_qp(args),
+    }
+}
+
+/// The one-QP workloads.
+fn run_one_qp(args: &Args) -> Res<Outcome> {
     let deadline = Instant::now() + args.timeout;
     let mut p = Peer::new(args)?;
     let mut ctl =
         Ctl::open(&args.link, args.timeout).map_err(|e| format!("control channel: {e}"))?;
-    let io = |e: std::io::Error| format!("control channel: {e}");
-    ctl.send(&p.info()?.line()).map_err(io)?;
-    let remote = PeerInfo::parse(&ctl.expect("INFO").map_err(io)?)?;
-    p.connect(&remote)?;
+    let remote = flow::exchange_info(&mut ctl, &p.info()?)?;
+    p.connect(&remote, &peer::connect_opts(args))?;
     if args.role == Role::Server {
         peer::server_prepare(&mut p, args.workload)?;
     }
-    ctl.send("READY").map_err(io)?;
-    ctl.expect("READY").map_err(io)?;
+    flow::ready(&mut ctl)?;
     let start = Instant::now();
-    match args.role {
+    let bytes = match args.role {
         Role::Client => {
             let outcome = work::client(&mut p, args, &remote, deadline);
             let secs = start.elapsed().as_secs_f64();
-            match &outcome {
-                Ok(_) => ctl.send("DONE ok"),
-                Err(e) => ctl.send(&format!("DONE fail {e}")),
-            }
-            .map_err(io)?;
-            let bytes = outcome?;
-            let verdict = ctl.expect("VERDICT").map_err(io)?;
-            if verdict != "ok" {
-                return Err(format!("server: {verdict}"));
-            }
-            Ok((bytes, secs))
+            (flow::client_done(&mut ctl, outcome)?, secs)
         }
         Role::Server => {
             let outcome = work::server(&mut p, args, deadline);
             let secs = start.elapsed().as_secs_f64();
-            if let Err(e) = &outcome {
-                let _ = ctl.send(&format!("VERDICT fail {e}"));
-                return Err(e.clone());
-            }
-            let done = ctl.expect("DONE").map_err(io)?;
-            if done != "ok" {
-                let _ = ctl.send("VERDICT fail client failed");
-                return Err(format!("client: {done}"));
-            }
-            let checked = work::server_after(&p, args);
-            match &checked {
-                Ok(()) => ctl.send("VERDICT ok"),
-                Err(e) => ctl.send(&format!("VERDICT fail {e}")),
-            }
-            .map_err(io)?;
-            checked?;
-            Ok((outcome?, secs))
+            let p = &p;
+            (
+                flow::server_verdict(&mut ctl, outcome, || work::server_after(p, args))?,
+                secs,
+            )
         }
-    }
+    };
+    Ok(Outcome {
+        bytes: bytes.0,
+        secs: bytes.1,
+        extra: String::new(),
+    })
 }

@@ -1,7 +1,7 @@
 //! The verbs side of rxu-peer: one RC QP with a CQ and a registered
 //! buffer of `slots` slots of `size` bytes, brought up against the peer.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use provider::client::*;
 
@@ -34,7 +34,39 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     (0..len).map(|j| pattern_byte(seed, j)).collect()
 }
 
-fn e<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
+/// The RC connection parameters the arguments ask for.
+pub fn connect_opts(args: &Args) -> ConnectOpts {
+    ConnectOpts {
+        timeout: args.qp_timeout,
+        retry_cnt: args.retry_cnt,
+        ..ConnectOpts::default()
+    }
+}
+
+/// Waiting politely for completions: yields at first (a reply is often
+/// microseconds away), then sleeps briefly, so many peers on two cores
+/// leave the daemon its share.
+#[derive(Default)]
+pub struct Idle {
+    empty: u32,
+}
+
+impl Idle {
+    pub fn busy(&mut self) {
+        self.empty = 0;
+    }
+
+    pub fn wait(&mut self) {
+        self.empty = self.empty.saturating_add(1);
+        if self.empty < 256 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+}
+
+pub fn e<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
     move |err| format!("{what}: {err}")
 }
 
@@ -68,24 +100,24 @@ impl Peer {
     }
 
     pub fn info(&self) -> Res<PeerInfo> {
-        Ok(PeerInfo {
-            qpn: self.qp.qpn(),
-            psn: self.psn,
-            gid: self.ctx.query_gid(0).map_err(e("query_gid"))?,
-            rkey: self.buf.rkey(),
-            addr: self.buf.addr(),
-            len: (self.slots * self.size) as u64,
-        })
+        Ok(PeerInfo::single(
+            self.qp.qpn(),
+            self.psn,
+            self.ctx.query_gid(0).map_err(e("query_gid"))?,
+            self.buf.rkey(),
+            self.buf.addr(),
+            (self.slots * self.size) as u64,
+        ))
     }
 
-    pub fn connect(&self, remote: &PeerInfo) -> Res<()> {
+    pub fn connect(&self, remote: &PeerInfo, opts: &ConnectOpts) -> Res<()> {
         let ep = QpEndpoint {
             qpn: remote.qpn,
             psn: remote.psn,
             gid: remote.gid,
         };
         self.qp
-            .connect(self.psn, &ep, &ConnectOpts::default())
+            .connect(self.psn, &ep, opts)
             .map_err(e("modify_qp to RTS"))
     }
 
@@ -104,6 +136,7 @@ impl Peer {
     /// The next completion, successful, before `deadline`.
     pub fn next_wc(&self, deadline: Instant) -> Res<Wc> {
         let mut wc = [Wc::default()];
+        let mut idle = Idle::default();
         // Bounded by the deadline; spin politely (2 cores shared).
         loop {
             let n = self.cq.poll(&mut wc).map_err(e("poll_cq"))?;
@@ -122,7 +155,7 @@ impl Peer {
             if Instant::now() >= deadline {
                 return Err("timed out waiting for a completion".into());
             }
-            std::thread::yield_now();
+            idle.wait();
         }
     }
 
@@ -156,6 +189,7 @@ impl Peer {
 /// What the server prepares before saying READY.
 pub fn server_prepare(p: &mut Peer, w: Workload) -> Res<()> {
     match w {
+        Workload::Mixed | Workload::Violate | Workload::Lat => Err("not a one-QP workload".into()),
         Workload::Send => (0..p.slots).try_for_each(|s| p.post_recv_slot(s)),
         Workload::Write => {
             p.qp.post_recv(&[RecvWr::new(u64::MAX, &[])])
