@@ -38,8 +38,9 @@ mixed client prints `STARTED` once every QP has completed work.
 --qp-timeout and --retry-cnt set the RC local ACK timeout exponent and
 retry count (defaults 14 and 7). A mixed client with --secs stops
 posting after S seconds (--iters stays the upper bound) and tells the
-server how far each QP got (TCP link only); with --go-file it prints
-`WAITING` once connected and starts when PATH exists.";
+server how far each QP got (TCP link only); so does a --no-verify write
+client (for benchmarks). A mixed client with --go-file prints `WAITING`
+once connected and starts when PATH exists.";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -208,11 +209,17 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
         return Err("--expect-peer-death is for a mixed client".into());
     }
     let mixed_client = workload == Workload::Mixed && role == Role::Client;
-    if (secs.is_some() || go_file.is_some()) && !mixed_client {
-        return Err("--secs and --go-file are for a mixed client".into());
+    // A timed write run tells the server its count in the final
+    // immediate, which only a --no-verify server accepts.
+    let timed_write = workload == Workload::Write && role == Role::Client && no_verify;
+    if go_file.is_some() && !mixed_client {
+        return Err("--go-file is for a mixed client".into());
     }
-    if secs.is_some() && !matches!(link, Link::Connect(_)) {
-        return Err("--secs needs a TCP link (--connect)".into());
+    if secs.is_some() && !mixed_client && !timed_write {
+        return Err("--secs is for a mixed client or a --no-verify write client".into());
+    }
+    if secs.is_some() && mixed_client && !matches!(link, Link::Connect(_)) {
+        return Err("mixed --secs needs a TCP link (--connect)".into());
     }
     if no_verify && workload != Workload::Write {
         return Err("--no-verify is for the write workload".into());
@@ -288,5 +295,13 @@ mod tests {
         ))
         .is_err());
         assert!(parse(&argv("--device d --role server --workload mixed --secs 1")).is_err());
+        assert!(parse(&argv(
+            "--device d --role client --stdio --workload write --no-verify --secs 1"
+        ))
+        .is_ok());
+        assert!(parse(&argv(
+            "--device d --role client --stdio --workload write --secs 1"
+        ))
+        .is_err());
     }
 }
