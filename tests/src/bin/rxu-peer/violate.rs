@@ -7,8 +7,12 @@
 //! checks every byte of the arena: only what the allowed operations wrote
 //! has changed.
 //!
+//! Then the client names the server's MRs as lkeys in its own SGEs
+//! (another process's memory): IBV_WC_LOC_PROT_ERR, nothing sent.
+//!
 //! Client output: one `CASE <name> qpn=<hex> status=<status>` line per
-//! refused operation (tests match them with the NAKs on the wire).
+//! remotely refused operation (tests match them with the NAKs on the
+//! wire), one `LOCAL ...` line per local misuse.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::time::{Duration, Instant};
@@ -152,9 +156,33 @@ const CASES: [Case; 20] = [
     case("cas-deregistered", Op::Cas, Target::Gone, Where::Start),
 ];
 
+/// Local misuse across processes: the client names the server's MRs
+/// (their lkey is their rkey) in its own SGEs. The server's memory must
+/// stay out of reach — IBV_WC_LOC_PROT_ERR, the server's QP untouched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Local {
+    /// SEND gathering from the server's A.
+    SendFrom,
+    /// WRITE (to A, allowed) gathering from the server's A.
+    WriteFrom,
+    /// READ of A (allowed) scattering into the server's WO.
+    ReadInto,
+    /// FetchAdd of 0 on A (allowed) returning into the server's WO.
+    FaddInto,
+}
+
+const LOCAL: [(&str, Local); 4] = [
+    ("send-gathers-from-foreign-mr", Local::SendFrom),
+    ("write-gathers-from-foreign-mr", Local::WriteFrom),
+    ("read-scatters-into-foreign-mr", Local::ReadInto),
+    ("fadd-result-into-foreign-mr", Local::FaddInto),
+];
+
 /// Lane 0 works before the violations, lanes 1..=CASES.len() each take
-/// one violation, the last lane works after them.
-const LANES: usize = CASES.len() + 2;
+/// one remote violation, the next LOCAL.len() one local misuse each, the
+/// last lane works after them.
+const LANES: usize = CASES.len() + LOCAL.len() + 2;
+const FIRST_LOCAL: usize = CASES.len() + 1;
 const AFTER: usize = LANES - 1;
 const ADD: u64 = 5;
 
@@ -362,7 +390,7 @@ pub fn run(args: &Args) -> Res<Outcome> {
             Ok(Outcome {
                 bytes: 0,
                 secs,
-                extra: format!("cases={} refused={}", CASES.len(), CASES.len()),
+                extra: format!("cases={} local_cases={}", CASES.len(), LOCAL.len()),
             })
         }
     }
@@ -385,13 +413,14 @@ fn server_after(l: &Lanes, ex: &Exposed) -> Res<()> {
         ));
     }
     // Refusing a request takes the responder QP to ERR too (IBA: RC
-    // responder, remote access error); the working lanes stay in RTS.
+    // responder, remote access error); the working lanes and those whose
+    // requests were fine (the local misuse is the requester's) stay in RTS.
     for (q, qp) in l.qps.iter().enumerate() {
         let (attr, _) = qp.query(qp_attr_mask::STATE).map_err(e("query_qp"))?;
-        let want = if q == 0 || q == AFTER {
-            QpState::Rts
-        } else {
+        let want = if (1..FIRST_LOCAL).contains(&q) {
             QpState::Err
+        } else {
+            QpState::Rts
         };
         if attr.qp_state != want as u8 {
             return Err(format!(
@@ -543,6 +572,40 @@ fn client(args: &Args, l: &mut Lanes, t: &[Remote], deadline: Instant) -> Res<()
             return Err(format!(
                 "{}: requester QP in state {} after the refusal, expected ERR",
                 cs.name, attr.qp_state
+            ));
+        }
+    }
+
+    // Local misuse: the server's keys in our SGEs.
+    for (c, (name, how)) in LOCAL.iter().enumerate() {
+        let q = FIRST_LOCAL + c;
+        let wr_id = 200 + c as u64;
+        let from_a = [Sge {
+            addr: a.addr,
+            length: 16,
+            lkey: a.rkey,
+        }];
+        let into_wo = [Sge {
+            addr: wo.addr,
+            length: if *how == Local::FaddInto { 8 } else { 16 },
+            lkey: wo.rkey,
+        }];
+        let wr = match how {
+            Local::SendFrom => SendWr::send(wr_id, &from_a),
+            Local::WriteFrom => SendWr::write(wr_id, &from_a, a.addr, a.rkey),
+            Local::ReadInto => SendWr::read(wr_id, &into_wo, a.addr, a.rkey),
+            Local::FaddInto => SendWr::fetch_add(wr_id, &into_wo, a.addr, a.rkey, 0),
+        };
+        let wc = one(l, q, wr, deadline)?;
+        let qpn = l.qps[q].qpn();
+        crate::note(
+            args,
+            &format!("LOCAL {name} qpn={qpn:#x} status={}", wc.status_str()),
+        );
+        if wc.wc_status() != Some(WcStatus::LocProtErr) {
+            return Err(format!(
+                "{name}: completed with {}, expected IBV_WC_LOC_PROT_ERR",
+                wc.status_str()
             ));
         }
     }
