@@ -273,7 +273,7 @@ fn sigkill_mid_transfer() {
                     "--timeout",
                     "40",
                 ],
-                &["--secs", "3", "--go-file", &go_s],
+                &["--secs", "4", "--go-file", &go_s],
             )
         })
         .collect();
@@ -307,6 +307,14 @@ fn sigkill_mid_transfer() {
         all(&victim, &others)
     );
     let dead_pid = victim.server.pid();
+    let dead_qpns: Vec<u32> = d
+        .status()
+        .clients
+        .iter()
+        .filter(|c| c.pid == dead_pid)
+        .flat_map(|c| c.qps.iter().map(|q| q.qpn))
+        .collect();
+    assert_eq!(dead_qpns.len(), 4, "{:?}", d.status());
     let t_kill = Instant::now();
     victim.server.kill(); // SIGKILL, reaped
     let lost = victim
@@ -363,6 +371,17 @@ fn sigkill_mid_transfer() {
         )),
         "{log}"
     );
+    let st = d.status();
+    let listed: Vec<u32> = st
+        .clients
+        .iter()
+        .flat_map(|c| c.qps.iter().map(|q| q.qpn))
+        .collect();
+    let stats = d.stats();
+    for q in &dead_qpns {
+        assert!(!listed.contains(q), "QP {q:#x} of the dead process: {st:?}");
+        assert!(stats.qps.iter().all(|(n, _)| n != q), "QP {q:#x} in Stats");
+    }
 
     // The bystanders ran through all of it and finished correctly.
     let mut ok = true;
@@ -516,4 +535,89 @@ fn remote_access_violations_refused() {
         "NAKs on the wire:\n{}",
         lines.join("\n")
     );
+}
+
+/// A process that stops (SIGSTOP) mid-transfer stalls only its own
+/// connection: a bystander pair keeps moving meanwhile, and the stopped
+/// pair resumes after SIGCONT and completes, every byte checked.
+#[test]
+fn stopped_process_stalls_only_itself() {
+    let _g = serial();
+    let d = Daemon::start("rxmps", addr(50));
+    let go = runtime_dir().join("go-stop");
+    let _ = std::fs::remove_file(&go);
+    let go_s = go.display().to_string();
+    let args = [
+        "--workload",
+        "mixed",
+        "--qps",
+        "4",
+        "--depth",
+        "8",
+        "--iters",
+        "1000000000",
+        "--timeout",
+        "40",
+    ];
+    let extra = ["--secs", "3", "--go-file", go_s.as_str()];
+    let mut stopped = PeerPair::start("stopped", &d.name, &d.name, &args, &extra);
+    let mut other = PeerPair::start("bystander", &d.name, &d.name, &args, &extra);
+    let all = |a: &PeerPair, b: &PeerPair| reports(&[a, b], &[&d]);
+    for p in [&stopped, &other] {
+        assert!(
+            p.client
+                .wait_line("WAITING", Duration::from_secs(30))
+                .is_some(),
+            "{}",
+            all(&stopped, &other)
+        );
+    }
+    // The bystander's QPs, by its client's pid.
+    let qpns: Vec<u32> = d
+        .status()
+        .clients
+        .iter()
+        .filter(|c| c.pid == other.client.pid())
+        .flat_map(|c| c.qps.iter().map(|q| q.qpn))
+        .collect();
+    assert_eq!(qpns.len(), 4);
+    let sent = |d: &Daemon| -> u64 {
+        d.stats()
+            .qps
+            .iter()
+            .filter(|(q, _)| qpns.contains(q))
+            .flat_map(|(_, c)| c.iter().filter(|c| c.name == "sent_pkts"))
+            .map(|c| c.value)
+            .sum()
+    };
+    std::fs::write(&go, b"go").unwrap();
+    assert!(
+        stopped
+            .client
+            .wait_line("STARTED", Duration::from_secs(20))
+            .is_some(),
+        "{}",
+        all(&stopped, &other)
+    );
+    stopped.server.signal("STOP");
+    std::thread::sleep(Duration::from_millis(100));
+    let before = sent(&d);
+    std::thread::sleep(Duration::from_millis(800));
+    let during = sent(&d) - before;
+    stopped.server.signal("CONT");
+    eprintln!("bystander packets while the other server was stopped: {during}");
+    assert!(
+        during > 100,
+        "the bystander stalled too\n{}",
+        all(&stopped, &other)
+    );
+    let ok = stopped.finish(LIMIT) & other.finish(LIMIT);
+    assert!(
+        ok && [&stopped, &other]
+            .iter()
+            .all(|p| p.client.result_ok() && p.server.result_ok()),
+        "{}",
+        all(&stopped, &other)
+    );
+    assert_clean(&d);
 }
