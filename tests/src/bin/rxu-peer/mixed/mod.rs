@@ -1,0 +1,320 @@
+//! The mixed workload: `--qps` RC lanes on one CQ; on each, the client
+//! runs operation i as kind i % 6 — SEND, WRITE, WRITE_WITH_IMM, READ,
+//! CmpSwap, FetchAdd — with `--depth` in flight per lane.
+//!
+//! What is checked, per lane: every send wr_id completes exactly once and
+//! in order (RC completes a QP's sends in order; wr_id = lane << 32 | i);
+//! the server's receives likewise (wr_id = lane << 32 | k for its k-th
+//! receive). SENDs are compared byte for byte on arrival; WRITE_WITH_IMM
+//! carries i as immediate; each READ reads back the target of the WRITE
+//! (even rounds) or WRITE_WITH_IMM (odd rounds) two or one ops before it —
+//! RC executes a QP's requests in order, so it must see exactly those
+//! bytes; CmpSwap and FetchAdd results follow from the lane's own history
+//! (CmpSwap m swaps m for m + 1, FetchAdd m adds m + 1); at the end the
+//! server checks every write target holds its last writer's bytes and the
+//! atomic words their final values.
+
+use std::time::{Duration, Instant};
+
+use provider::client::*;
+
+use crate::args::{Args, Role};
+use crate::ctl::Ctl;
+use crate::flow::{self, Outcome};
+use crate::lanes::Lanes;
+use crate::peer::{connect_opts, Res};
+
+mod client;
+mod server;
+
+use client::Client;
+use server::{post_initial_recvs, server_after, Server};
+
+const KINDS: u64 = 6;
+const SEND: u64 = 0;
+const WRITE: u64 = 1;
+const WRITE_IMM: u64 = 2;
+const READ: u64 = 3;
+const CAS: u64 = 4;
+const FADD: u64 = 5;
+const KIND_NAMES: [&str; 6] = [
+    "SEND",
+    "WRITE",
+    "WRITE_IMM",
+    "READ",
+    "CMP_SWAP",
+    "FETCH_ADD",
+];
+/// Write targets per lane and kind; a target is reused after this many.
+const MAX_TARGETS: u64 = 64;
+/// How often the control channel is checked for the peer's death.
+const CTL_CHECK: Duration = Duration::from_millis(1);
+
+/// Operations of `kind` among the first `n`.
+fn count(n: u64, kind: u64) -> u64 {
+    if n > kind {
+        (n - kind).div_ceil(KINDS)
+    } else {
+        0
+    }
+}
+
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The bytes of lane `q`'s operation `i`: distinct per lane, op and offset.
+pub fn pattern(q: usize, i: u64, out: &mut [u8]) {
+    let mut x = splitmix(((q as u64) << 40) ^ i ^ 0x5eed);
+    for chunk in out.chunks_mut(8) {
+        x = splitmix(x);
+        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+    }
+}
+
+/// Where everything sits in the two sides' buffers (both derive it from
+/// the same arguments).
+#[derive(Clone, Copy, Debug)]
+pub struct Layout {
+    pub size: usize,
+    pub depth: usize,
+    pub n: u64,
+    pub qps: usize,
+    /// Server lane: receive slots, WRITE targets, WRITE_IMM targets, then
+    /// the FetchAdd and CmpSwap words.
+    pub recv_slots: usize,
+    pub write_slots: u64,
+    pub imm_slots: u64,
+    pub write_off: usize,
+    pub imm_off: usize,
+    pub atom_off: usize,
+    pub server_stride: usize,
+    /// Client lane: `depth` slots (sources, READ and atomic results).
+    pub client_slot: usize,
+    pub client_stride: usize,
+}
+
+impl Layout {
+    pub fn new(args: &Args) -> Layout {
+        let size = args.size;
+        let depth = args.depth as usize;
+        let n = args.iters;
+        let recv_slots = depth;
+        let write_slots = count(n, WRITE).clamp(1, MAX_TARGETS);
+        let imm_slots = count(n, WRITE_IMM).clamp(1, MAX_TARGETS);
+        let write_off = recv_slots * size;
+        let imm_off = write_off + write_slots as usize * size;
+        let atom_off = (imm_off + imm_slots as usize * size).next_multiple_of(8);
+        let server_stride = (atom_off + 16).next_multiple_of(64);
+        let client_slot = size.max(8).next_multiple_of(8);
+        Layout {
+            size,
+            depth,
+            n,
+            qps: args.qps as usize,
+            recv_slots,
+            write_slots,
+            imm_slots,
+            write_off,
+            imm_off,
+            atom_off,
+            server_stride,
+            client_slot,
+            client_stride: (depth * client_slot).next_multiple_of(64),
+        }
+    }
+
+    pub fn server_len(&self) -> usize {
+        self.qps * self.server_stride
+    }
+
+    pub fn client_len(&self) -> usize {
+        self.qps * self.client_stride
+    }
+
+    /// Receive-consuming operations (SEND, WRITE_IMM) among `n`.
+    pub fn recvs(n: u64) -> u64 {
+        count(n, SEND) + count(n, WRITE_IMM)
+    }
+
+    /// The operation behind a lane's k-th receive (they alternate).
+    pub fn recv_op(k: u64) -> u64 {
+        KINDS * (k / 2) + if k.is_multiple_of(2) { SEND } else { WRITE_IMM }
+    }
+
+    fn client_off(&self, q: usize, i: u64) -> usize {
+        q * self.client_stride + (i % self.depth as u64) as usize * self.client_slot
+    }
+
+    fn write_target(&self, q: usize, m: u64) -> usize {
+        q * self.server_stride + self.write_off + (m % self.write_slots) as usize * self.size
+    }
+
+    fn imm_target(&self, q: usize, m: u64) -> usize {
+        q * self.server_stride + self.imm_off + (m % self.imm_slots) as usize * self.size
+    }
+
+    fn recv_slot(&self, q: usize, k: u64) -> usize {
+        q * self.server_stride + (k % self.recv_slots as u64) as usize * self.size
+    }
+
+    fn fadd_word(&self, q: usize) -> usize {
+        q * self.server_stride + self.atom_off
+    }
+
+    fn cas_word(&self, q: usize) -> usize {
+        self.fadd_word(q) + 8
+    }
+}
+
+fn cap(depth: u32) -> QpCap {
+    QpCap {
+        max_send_wr: depth,
+        max_recv_wr: depth,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    }
+}
+
+pub fn run(args: &Args) -> Res<Outcome> {
+    if args.iters > u64::from(u32::MAX) {
+        return Err("mixed: --iters at most 2^32 - 1".into());
+    }
+    let deadline = Instant::now() + args.timeout;
+    let lay = Layout::new(args);
+    let len = match args.role {
+        Role::Server => lay.server_len(),
+        Role::Client => lay.client_len(),
+    };
+    let cqe = args.qps * 2 * args.depth + 16;
+    let mut l = Lanes::new(&args.device, lay.qps, cap(args.depth), cqe, len)?;
+    let mut ctl = Ctl::open(&args.link, args.timeout).map_err(flow::io)?;
+    let remote = flow::exchange_info(&mut ctl, &l.info()?)?;
+    l.connect(&remote, &connect_opts(args))?;
+    match args.role {
+        Role::Server => {
+            post_initial_recvs(&l, &lay)?;
+            flow::ready(&mut ctl)?;
+            let start = Instant::now();
+            let mut sv = Server::new(lay);
+            let outcome = sv.run(&l, &mut ctl, deadline);
+            let secs = start.elapsed().as_secs_f64();
+            if let Err(err) = &outcome {
+                let _ = ctl.send(&format!("VERDICT fail {err}"));
+                return Err(err.clone());
+            }
+            if !sv.done_seen {
+                let done = ctl.expect("DONE").map_err(flow::io)?;
+                if done != "ok" {
+                    let _ = ctl.send("VERDICT fail client failed");
+                    return Err(format!("client: {done}"));
+                }
+            }
+            let checked = server_after(&l, &lay, &sv.n);
+            match &checked {
+                Ok(()) => ctl.send("VERDICT ok"),
+                Err(err) => ctl.send(&format!("VERDICT fail {err}")),
+            }
+            .map_err(flow::io)?;
+            checked?;
+            let ops: u64 = sv.n.iter().sum();
+            Ok(Outcome {
+                bytes: sv.bytes,
+                secs,
+                extra: format!("lanes={} ops={ops}", lay.qps),
+            })
+        }
+        Role::Client => {
+            if remote.len != lay.server_len() as u64 {
+                return Err(format!(
+                    "server buffer is {} bytes, expected {} (same arguments on both sides?)",
+                    remote.len,
+                    lay.server_len()
+                ));
+            }
+            flow::ready(&mut ctl)?;
+            if let Some(f) = &args.go_file {
+                await_go(args, f, deadline)?;
+            }
+            let start = Instant::now();
+            let mut c = Client::new(args, lay, &remote);
+            c.stop_at = args.secs.map(|d| start + d);
+            let mut outcome = c.run(&mut l, &mut ctl, deadline);
+            let secs = start.elapsed().as_secs_f64();
+            if args.expect_peer_death {
+                // The server is gone: no DONE/VERDICT.
+                let extra = outcome?;
+                return Ok(Outcome {
+                    bytes: c.bytes,
+                    secs,
+                    extra,
+                });
+            }
+            if outcome.is_ok() && args.secs.is_some() {
+                let ns: Vec<String> = c.st.iter().map(|s| s.limit.to_string()).collect();
+                if let Err(err) = ctl.send(&format!("STOP {}", ns.join(","))) {
+                    outcome = Err(flow::io(err));
+                }
+            }
+            let extra = flow::client_done(&mut ctl, outcome)?;
+            Ok(Outcome {
+                bytes: c.bytes,
+                secs,
+                extra,
+            })
+        }
+    }
+}
+
+/// Waits (bounded by the deadline) for the go file.
+fn await_go(args: &Args, f: &std::path::Path, deadline: Instant) -> Res<()> {
+    crate::note(args, "WAITING");
+    while !f.exists() {
+        if Instant::now() >= deadline {
+            return Err(format!("{} never appeared", f.display()));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(())
+}
+
+fn first_diff(a: &[u8], b: &[u8]) -> Option<usize> {
+    a.iter().zip(b).position(|(x, y)| x != y)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_receive_order() {
+        assert_eq!(count(1, SEND), 1);
+        assert_eq!(count(1, WRITE), 0);
+        assert_eq!(count(7, SEND), 2);
+        assert_eq!(count(7, WRITE_IMM), 1);
+        assert_eq!(count(12, FADD), 2);
+        let ops: Vec<u64> = (0..5).map(Layout::recv_op).collect();
+        assert_eq!(ops, [0, 2, 6, 8, 12]);
+        // Every receive-consuming op of a run is some recv_op(k), k < recvs.
+        for n in 1..40u64 {
+            let want: Vec<u64> = (0..n).filter(|i| i % 6 == 0 || i % 6 == 2).collect();
+            let k = count(n, SEND) + count(n, WRITE_IMM);
+            let got: Vec<u64> = (0..k).map(Layout::recv_op).collect();
+            assert_eq!(got, want, "n={n}");
+        }
+    }
+
+    #[test]
+    fn patterns_differ_by_lane_and_op() {
+        let (mut a, mut b, mut c) = ([0u8; 13], [0u8; 13], [0u8; 13]);
+        pattern(0, 1, &mut a);
+        pattern(1, 1, &mut b);
+        pattern(0, 2, &mut c);
+        assert_ne!(a, b);
+        assert_ne!(a, c);
+    }
+}
