@@ -72,6 +72,7 @@ impl Device {
             counter("rx_syscalls", e.rx_syscalls),
             counter("tx_syscalls", e.tx_syscalls),
             counter("tx_full", e.tx_full),
+            counter("tx_paused", e.tx_paused),
             counter("timer_fires", e.timer_fires),
             counter("mrs", m.mrs),
             counter("mr_bytes", m.bytes),

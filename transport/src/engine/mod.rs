@@ -172,6 +172,9 @@ pub struct EngineCounters {
     /// Dropped: sent to a local address the engine was told not to serve
     /// ([`Engine::set_local_addrs`]).
     pub not_local: u64,
+    /// Send rounds skipped because the engine's own receive queue was over
+    /// half full (see [`Engine::run_once`]).
+    pub tx_paused: u64,
 }
 
 /// Misuse of the engine API or a socket failure.
@@ -1013,6 +1016,15 @@ impl<M: Memory> Engine<M> {
     /// many packets the QPs produced (0 when there was nothing to do or
     /// the socket buffer is full).
     fn transmit(&mut self, now: Instant) -> usize {
+        if self.rx_backlogged() {
+            // Receive first. A round sends up to 512 packets and receives
+            // up to 8 GRO datagrams (~120 packets): with QPs of this engine
+            // talking to each other (server and client on one device) and
+            // nothing to bound them (UC, UD), sending on would overflow our
+            // own receive buffer, and UC and UD cannot recover the loss.
+            self.counters.tx_paused += 1;
+            return 0;
+        }
         if self.tx_pending() > 0 {
             self.flush();
             if self.tx_pending() > 0 {
@@ -1031,6 +1043,12 @@ impl<M: Memory> Engine<M> {
             self.counters.tx_full += 1;
         }
         produced
+    }
+
+    /// A receive queue holds more than half its buffer.
+    fn rx_backlogged(&self) -> bool {
+        let over = |fd| sys::rx_queue(fd).is_ok_and(|(q, cap)| q > cap / 2);
+        over(self.sock.as_raw_fd()) || self.v6.as_ref().is_some_and(|v| over(v.sock.as_raw_fd()))
     }
 
     /// Datagrams waiting to be sent, on both sockets.

@@ -179,6 +179,32 @@ pub fn set_buffers(fd: RawFd, bytes: usize) {
     }
 }
 
+/// Bytes queued for reading on the socket and its receive buffer size
+/// (`SO_MEMINFO`: SK_MEMINFO_RMEM_ALLOC and SK_MEMINFO_RCVBUF, the figures
+/// the kernel compares when it drops a datagram for lack of room).
+pub fn rx_queue(fd: RawFd) -> io::Result<(u32, u32)> {
+    let mut m = [0u32; 9];
+    let mut len = std::mem::size_of_val(&m) as libc::socklen_t;
+    // SAFETY: `m` is writable for `len` bytes and outlives the call; the
+    // kernel writes at most `len` bytes and stores the length it wrote.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_MEMINFO,
+            m.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if (len as usize) < 2 * std::mem::size_of::<u32>() {
+        return Err(io::Error::from(io::ErrorKind::InvalidData));
+    }
+    Ok((m[0], m[1]))
+}
+
 fn to_sockaddr(addr: &SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
     match addr {
         SocketAddr::V4(a) => {
