@@ -53,8 +53,8 @@ impl<'a> Client<'a> {
                 };
                 lay.qps
             ],
-            scratch: vec![0u8; lay.size],
-            expect: vec![0u8; lay.size],
+            scratch: vec![0u8; 2 * lay.size],
+            expect: vec![0u8; 2 * lay.size],
             bytes: 0,
             started: false,
             eof_at: None,
@@ -159,10 +159,12 @@ impl<'a> Client<'a> {
         let rbase = self.remote.addr;
         let rkey = self.remote.rkey;
         if matches!(kind, SEND | WRITE | WRITE_IMM) {
-            pattern(q, i, &mut self.scratch);
-            l.buf.write(off, &self.scratch).map_err(e("write buffer"))?;
+            let src = &mut self.scratch[..lay.size];
+            pattern(q, i, src);
+            l.buf.write(off, src).map_err(e("write buffer"))?;
         }
         let data = [l.buf.sge(off, size)];
+        let both = [l.buf.sge(off, 2 * size)];
         let word = [l.buf.sge(off, 8)];
         let wr_id = ((q as u64) << 32) | i;
         let at = |o: usize| rbase + o as u64;
@@ -170,7 +172,7 @@ impl<'a> Client<'a> {
             SEND => SendWr::send(wr_id, &data),
             WRITE => SendWr::write(wr_id, &data, at(lay.write_target(q, m)), rkey),
             WRITE_IMM => SendWr::write_imm(wr_id, &data, at(lay.imm_target(q, m)), rkey, i as u32),
-            READ => SendWr::read(wr_id, &data, at(read_source(lay, q, m)), rkey),
+            READ => SendWr::read(wr_id, &both, at(lay.write_target(q, m)), rkey),
             CAS => SendWr::cmp_swap(wr_id, &word, at(lay.cas_word(q)), rkey, m, m + 1),
             _ => SendWr::fetch_add(wr_id, &word, at(lay.fadd_word(q)), rkey, m + 1),
         };
@@ -228,19 +230,21 @@ impl<'a> Client<'a> {
         let off = lay.client_off(q, i);
         match kind {
             READ => {
-                let src = KINDS * m
-                    + if m.is_multiple_of(2) {
-                        WRITE
-                    } else {
-                        WRITE_IMM
-                    };
-                pattern(q, src, &mut self.expect);
+                // Round m's WRITE bytes, then its WRITE_IMM bytes.
+                let size = lay.size;
+                if wc.byte_len as usize != 2 * size {
+                    return Err(format!("lane {q} op {i} (READ): byte_len {}", wc.byte_len));
+                }
+                let (w, wi) = (KINDS * m + WRITE, KINDS * m + WRITE_IMM);
+                pattern(q, w, &mut self.expect[..size]);
+                pattern(q, wi, &mut self.expect[size..]);
                 l.buf
                     .read(off, &mut self.scratch)
                     .map_err(e("read buffer"))?;
                 if let Some(j) = first_diff(&self.scratch, &self.expect) {
+                    let (src, at) = if j < size { (w, j) } else { (wi, j - size) };
                     return Err(format!(
-                        "lane {q} op {i} (READ of op {src}'s bytes): byte {j} is {:#04x}, expected {:#04x}",
+                        "lane {q} op {i} (READ back of op {src}): byte {at} is {:#04x}, expected {:#04x}",
                         self.scratch[j], self.expect[j]
                     ));
                 }
@@ -258,6 +262,7 @@ impl<'a> Client<'a> {
         }
         self.bytes += match kind {
             CAS | FADD => 8,
+            READ => 2 * lay.size as u64,
             _ => lay.size as u64,
         };
         if !self.started
@@ -337,14 +342,5 @@ impl<'a> Client<'a> {
             Some(q) => Err(format!("no IBV_EVENT_QP_FATAL for lane {q}")),
             None => Ok(seen.len()),
         }
-    }
-}
-
-/// READ m reads back WRITE m (even m) or WRITE_IMM m (odd m).
-fn read_source(lay: &Layout, q: usize, m: u64) -> usize {
-    if m.is_multiple_of(2) {
-        lay.write_target(q, m)
-    } else {
-        lay.imm_target(q, m)
     }
 }

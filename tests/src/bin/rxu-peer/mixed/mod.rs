@@ -6,13 +6,13 @@
 //! in order (RC completes a QP's sends in order; wr_id = lane << 32 | i);
 //! the server's receives likewise (wr_id = lane << 32 | k for its k-th
 //! receive). SENDs are compared byte for byte on arrival; WRITE_WITH_IMM
-//! carries i as immediate; each READ reads back the target of the WRITE
-//! (even rounds) or WRITE_WITH_IMM (odd rounds) two or one ops before it —
-//! RC executes a QP's requests in order, so it must see exactly those
-//! bytes; CmpSwap and FetchAdd results follow from the lane's own history
-//! (CmpSwap m swaps m for m + 1, FetchAdd m adds m + 1); at the end the
-//! server checks every write target holds its last writer's bytes and the
-//! atomic words their final values.
+//! carries i as immediate; round m's WRITE and WRITE_WITH_IMM go to the two
+//! halves of one target slot, and round m's READ reads the slot back — RC
+//! executes a QP's requests in order, so it must see exactly those bytes:
+//! every written byte is checked; CmpSwap and FetchAdd results follow from
+//! the lane's own history (CmpSwap m swaps m for m + 1, FetchAdd m adds
+//! m + 1); at the end the server checks every target slot holds its last
+//! writers' bytes and the atomic words their final values.
 
 use std::time::{Duration, Instant};
 
@@ -45,7 +45,7 @@ const KIND_NAMES: [&str; 6] = [
     "CMP_SWAP",
     "FETCH_ADD",
 ];
-/// Write targets per lane and kind; a target is reused after this many.
+/// Target slots per lane; a slot is reused after this many rounds.
 const MAX_TARGETS: u64 = 64;
 /// How often the control channel is checked for the peer's death.
 const CTL_CHECK: Duration = Duration::from_millis(1);
@@ -83,16 +83,15 @@ pub struct Layout {
     pub depth: usize,
     pub n: u64,
     pub qps: usize,
-    /// Server lane: receive slots, WRITE targets, WRITE_IMM targets, then
-    /// the FetchAdd and CmpSwap words.
+    /// Server lane: receive slots, target slots (WRITE bytes then
+    /// WRITE_IMM bytes of one round), then the FetchAdd and CmpSwap words.
     pub recv_slots: usize,
-    pub write_slots: u64,
-    pub imm_slots: u64,
-    pub write_off: usize,
-    pub imm_off: usize,
+    pub target_slots: u64,
+    pub target_off: usize,
     pub atom_off: usize,
     pub server_stride: usize,
-    /// Client lane: `depth` slots (sources, READ and atomic results).
+    /// Client lane: `depth` slots of twice the size (sources, READ and
+    /// atomic results).
     pub client_slot: usize,
     pub client_stride: usize,
 }
@@ -103,23 +102,19 @@ impl Layout {
         let depth = args.depth as usize;
         let n = args.iters;
         let recv_slots = depth;
-        let write_slots = count(n, WRITE).clamp(1, MAX_TARGETS);
-        let imm_slots = count(n, WRITE_IMM).clamp(1, MAX_TARGETS);
-        let write_off = recv_slots * size;
-        let imm_off = write_off + write_slots as usize * size;
-        let atom_off = (imm_off + imm_slots as usize * size).next_multiple_of(8);
+        let target_slots = count(n, WRITE).clamp(1, MAX_TARGETS);
+        let target_off = recv_slots * size;
+        let atom_off = (target_off + target_slots as usize * 2 * size).next_multiple_of(8);
         let server_stride = (atom_off + 16).next_multiple_of(64);
-        let client_slot = size.max(8).next_multiple_of(8);
+        let client_slot = (2 * size).max(8).next_multiple_of(8);
         Layout {
             size,
             depth,
             n,
             qps: args.qps as usize,
             recv_slots,
-            write_slots,
-            imm_slots,
-            write_off,
-            imm_off,
+            target_slots,
+            target_off,
             atom_off,
             server_stride,
             client_slot,
@@ -149,12 +144,14 @@ impl Layout {
         q * self.client_stride + (i % self.depth as u64) as usize * self.client_slot
     }
 
+    /// Round m's target slot: WRITE m's bytes, then WRITE_IMM m's.
     fn write_target(&self, q: usize, m: u64) -> usize {
-        q * self.server_stride + self.write_off + (m % self.write_slots) as usize * self.size
+        let slot = (m % self.target_slots) as usize;
+        q * self.server_stride + self.target_off + slot * 2 * self.size
     }
 
     fn imm_target(&self, q: usize, m: u64) -> usize {
-        q * self.server_stride + self.imm_off + (m % self.imm_slots) as usize * self.size
+        self.write_target(q, m) + self.size
     }
 
     fn recv_slot(&self, q: usize, k: u64) -> usize {

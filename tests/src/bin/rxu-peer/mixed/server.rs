@@ -179,15 +179,17 @@ impl Server {
     }
 }
 
-/// After the client's DONE: every write target holds its last writer's
+/// After the client's DONE: every target slot holds its last writers'
 /// bytes, the atomic words their final values.
 pub(super) fn server_after(l: &Lanes, lay: &Layout, ns: &[u64]) -> Res<()> {
     let (mut data, mut expect) = (vec![0u8; lay.size], vec![0u8; lay.size]);
     for (q, &n) in ns.iter().enumerate() {
         let rounds = |kind: u64| count(n, kind);
-        for (kind, slots) in [(WRITE, lay.write_slots), (WRITE_IMM, lay.imm_slots)] {
+        let slots = lay.target_slots;
+        for kind in [WRITE, WRITE_IMM] {
             let c = rounds(kind);
             for s in 0..slots.min(c) {
+                // The last round that used slot s.
                 let m = s + (c - 1 - s) / slots * slots;
                 let off = if kind == WRITE {
                     lay.write_target(q, m)
