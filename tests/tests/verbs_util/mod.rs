@@ -178,6 +178,51 @@ impl Dev {
         }
     }
 
+    /// A server on this device and a client on `client` (another device,
+    /// so every packet crosses UDP between two daemons); the client
+    /// connects to the server's TCP port on 127.0.0.1.
+    pub fn pair_across(
+        &self,
+        client: &Dev,
+        prog: &str,
+        port: u16,
+        args: &[&str],
+        limit: Duration,
+    ) -> Pair {
+        let port_s = port.to_string();
+        let side = |dev: &Dev| {
+            let mut v: Vec<String> = vec!["-d".into(), dev.name.clone(), "-p".into()];
+            v.push(port_s.clone());
+            v.extend(args.iter().map(|a| a.to_string()));
+            v
+        };
+        let (sargs, cargs) = (side(self), side(client));
+        let mut s = self.cmd(prog);
+        s.args(&sargs);
+        let server = spawn(s);
+        let listening = wait_listen(port, Duration::from_secs(10));
+        let mut c = client.cmd(prog);
+        c.args(&cargs).arg("127.0.0.1");
+        let client = listening.then(|| spawn(c));
+        let (sw, cw) = (sargs.join(" "), cargs.join(" "));
+        let client =
+            client.map(|c| Run::finish(c, limit, format!("client: {prog} {cw} 127.0.0.1")));
+        let server = Run::finish(server, limit, format!("server: {prog} {sw}"));
+        Pair {
+            server,
+            client,
+            listening,
+        }
+    }
+
+    /// Starts a program with the device's environment; its output is
+    /// collected by [`Run::wait`].
+    pub fn start(&self, prog: &str, args: &[&str]) -> Child {
+        let mut c = self.cmd(prog);
+        c.args(args);
+        spawn(c)
+    }
+
     /// Daemon counters (`rxu stats`).
     pub fn stats(&self) -> String {
         let out = Command::new(&self.rxu)
@@ -221,7 +266,7 @@ fn listening(port: u16) -> bool {
     })
 }
 
-fn wait_listen(port: u16, limit: Duration) -> bool {
+pub fn wait_listen(port: u16, limit: Duration) -> bool {
     let end = Instant::now() + limit;
     while Instant::now() < end {
         if listening(port) {
@@ -276,6 +321,11 @@ impl Run {
             stdout: to.join().unwrap_or_default(),
             stderr: te.join().unwrap_or_default(),
         }
+    }
+
+    /// Waits (at most `limit`) for a program from [`Dev::start`].
+    pub fn wait(child: Child, limit: Duration, what: &str) -> Run {
+        Run::finish(child, limit, what.to_owned())
     }
 
     pub fn ok(&self) -> bool {
