@@ -97,7 +97,7 @@ impl Qp {
     fn progress(&mut self, now: Instant) {
         self.sq.retries_left = self.p.retry_cnt;
         self.sq.rnr_left = self.p.rnr_retry;
-        self.sq.retry_guard = None;
+        self.sq.end_pass_if_done();
         self.sq.ack_deadline = match self.sq.outstanding() {
             true => self.p.ack_timeout().map(|t| now + t),
             false => None,
@@ -269,7 +269,8 @@ impl Qp {
     }
 
     /// The responder expects `psn`: everything before arrived, resend
-    /// from there (once per place; the ACK timer covers a lost resend).
+    /// from there — unless a go-back pass already resent it (the ACK timer
+    /// covers a lost resend).
     fn on_seq_nak(&mut self, now: Instant, psn: Psn) {
         if !self.sq.in_flight(psn) {
             return;
@@ -318,14 +319,18 @@ impl Qp {
         self.start_retry(now, true);
     }
 
-    /// Go-back-N from `comp_psn`. Only the timer may restart a retry from
-    /// the place the last one started.
+    /// Go-back-N from `comp_psn`. Only the timer restarts a pass for a
+    /// PSN the pass under way has already resent: a NAK for it was caused
+    /// by packets sent before the go-back, which a deep queue (a slow peer
+    /// behind a tap, as kernel rxe in a VM) still delivers ahead of the
+    /// resent ones; answering each such NAK with a new pass resent a whole
+    /// window per PSN of progress.
     pub(crate) fn start_retry(&mut self, _now: Instant, timeout: bool) {
         if !self.sq.outstanding() {
             return;
         }
         let c = self.sq.comp_psn;
-        if !timeout && self.sq.retry_guard == Some(c) {
+        if !timeout && self.sq.resent_in_pass(c) {
             return;
         }
         if self.sq.retries_left == 0 {
@@ -336,6 +341,7 @@ impl Qp {
         self.sq.retries_left -= 1;
         self.counters.completer_retry_err += 1;
         self.sq.retry_guard = Some(c);
+        self.sq.retry_end = self.sq.sent_high;
         self.sq.seek(c);
         self.sq.since_ack_req = 0;
         if timeout {

@@ -213,9 +213,14 @@ pub(crate) struct SendQueue {
     /// Retries left before RETRY_EXC_ERR / RNR_RETRY_EXC_ERR.
     pub retries_left: u8,
     pub rnr_left: u8,
-    /// A retry from this PSN is under way: further NAKs or gaps at the
-    /// same place do not start another one (only the timer does).
+    /// A go-back-N pass is under way: it restarted at this PSN and
+    /// resends up to `retry_end`. A NAK or gap for a PSN the pass has
+    /// already resent does not start another one (only the timer does):
+    /// such a NAK comes from packets sent before the go-back, still
+    /// queued ahead of the resent ones.
     pub retry_guard: Option<Psn>,
+    /// One past the highest PSN sent when the pass started.
+    pub retry_end: Psn,
     pub ack_deadline: Option<Instant>,
     /// Waiting out an RNR NAK: nothing is sent until then.
     pub rnr_deadline: Option<Instant>,
@@ -279,6 +284,22 @@ impl SendQueue {
     pub(crate) fn fix_cursor(&mut self) {
         if self.cur_psn.is_before(self.comp_psn) {
             self.seek(self.comp_psn);
+        }
+    }
+
+    /// Whether the go-back-N pass under way has already resent `psn`.
+    pub(crate) fn resent_in_pass(&self, psn: Psn) -> bool {
+        let Some(r) = self.retry_guard else {
+            return false;
+        };
+        let d = psn.distance_from(r);
+        psn == r || (d < self.cur_psn.distance_from(r) && d < self.retry_end.distance_from(r))
+    }
+
+    /// The pass is over once everything it resent is acknowledged.
+    pub(crate) fn end_pass_if_done(&mut self) {
+        if self.retry_guard.is_some() && !self.comp_psn.is_before(self.retry_end) {
+            self.retry_guard = None;
         }
     }
 
