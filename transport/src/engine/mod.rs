@@ -310,7 +310,14 @@ pub struct Engine<M: Memory> {
     wake_fds: Vec<RawFd>,
     gso: bool,
     gro: bool,
+    /// Packets sent since the receive queue was last found below half
+    /// full (the check is a system call: not for every small batch).
+    sent_unchecked: usize,
 }
+
+/// Packets sent between two looks at the own receive queue: well below
+/// half of any useful buffer (1000 full-sized packets in 8 MiB).
+const RX_CHECK_EVERY: usize = 64;
 
 impl<M: Memory> Engine<M> {
     /// Binds the socket and sets it up; `mem` is what QPs read and write.
@@ -394,6 +401,7 @@ impl<M: Memory> Engine<M> {
             wake_fds: Vec::new(),
             gso,
             gro,
+            sent_unchecked: 0,
         })
     }
 
@@ -1016,7 +1024,7 @@ impl<M: Memory> Engine<M> {
     /// many packets the QPs produced (0 when there was nothing to do or
     /// the socket buffer is full).
     fn transmit(&mut self, now: Instant) -> usize {
-        if self.rx_backlogged() {
+        if self.sent_unchecked >= RX_CHECK_EVERY && self.rx_backlogged() {
             // Receive first. A round sends up to 512 packets and receives
             // up to 8 GRO datagrams (~120 packets): with QPs of this engine
             // talking to each other (server and client on one device) and
@@ -1038,6 +1046,7 @@ impl<M: Memory> Engine<M> {
             v.tx.reset_if_done();
         }
         let produced = self.fill(now);
+        self.sent_unchecked += produced;
         self.flush();
         if self.tx_pending() > 0 {
             self.counters.tx_full += 1;
@@ -1046,9 +1055,14 @@ impl<M: Memory> Engine<M> {
     }
 
     /// A receive queue holds more than half its buffer.
-    fn rx_backlogged(&self) -> bool {
+    fn rx_backlogged(&mut self) -> bool {
         let over = |fd| sys::rx_queue(fd).is_ok_and(|(q, cap)| q > cap / 2);
-        over(self.sock.as_raw_fd()) || self.v6.as_ref().is_some_and(|v| over(v.sock.as_raw_fd()))
+        let full = over(self.sock.as_raw_fd())
+            || self.v6.as_ref().is_some_and(|v| over(v.sock.as_raw_fd()));
+        if !full {
+            self.sent_unchecked = 0;
+        }
+        full
     }
 
     /// Datagrams waiting to be sent, on both sockets.
