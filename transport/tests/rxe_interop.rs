@@ -63,7 +63,10 @@ fn describe(p: &Packet<'_>) -> String {
 }
 
 /// What each kept file must contain (as `describe` names it).
-const EXPECT: &[(&str, &[&str])] = &[("seq-nak-storm", &["NAK PsnSequence", "RC_ACKNOWLEDGE"])];
+const EXPECT: &[(&str, &[&str])] = &[
+    ("seq-nak-storm", &["NAK PsnSequence", "RC_ACKNOWLEDGE"]),
+    ("ack-timeout", &["RC_ACKNOWLEDGE"]),
+];
 
 #[test]
 fn every_kernel_packet_parses_and_its_icrc_verifies() {
@@ -86,13 +89,14 @@ fn every_kernel_packet_parses_and_its_icrc_verifies() {
     }
 }
 
-/// rxu requester QP as ib_write_bw set it up in the capture: QPN 0x11,
-/// path MTU 1024, first PSN 15061137, 64 KiB WRITEs.
-fn requester() -> (Qp, BufferMemory) {
+/// rxu requester QP as ib_write_bw set it up in a capture: QPN `qpn`
+/// (rxe's is the same number), path MTU 1024, first PSN `psn`, eight
+/// 64 KiB WRITEs posted.
+fn requester(qpn: u32, psn: u32) -> (Qp, BufferMemory) {
     let mut mem = BufferMemory::new();
     let key = mem.register(1, 0x10000, vec![0x5a; 65536], access::LOCAL_WRITE);
     let mut qp = Qp::new(QpConfig {
-        qpn: 0x11,
+        qpn,
         qp_type: QpType::Rc,
         pd: 1,
         srq: None,
@@ -109,7 +113,7 @@ fn requester() -> (Qp, BufferMemory) {
         QpAttr {
             state: Some(QpState::Rtr),
             path_mtu: Some(Mtu::M1024),
-            dest_qpn: Some(0x11),
+            dest_qpn: Some(qpn),
             dest_addr: Some(IpAddr::V4(RXE)),
             rq_psn: Some(Psn::new(0x5000)),
             max_dest_rd_atomic: Some(16),
@@ -118,7 +122,7 @@ fn requester() -> (Qp, BufferMemory) {
         },
         QpAttr {
             state: Some(QpState::Rts),
-            sq_psn: Some(Psn::new(15_061_137)),
+            sq_psn: Some(Psn::new(psn)),
             timeout: Some(14),
             retry_cnt: Some(7),
             rnr_retry: Some(7),
@@ -149,16 +153,39 @@ fn requester() -> (Qp, BufferMemory) {
     (qp, mem)
 }
 
+fn meta() -> RxMeta {
+    RxMeta {
+        src: IpAddr::V4(RXE),
+        src_port: 49441,
+        dst: IpAddr::V4(RXU),
+        tos: 0,
+        ttl: 64,
+    }
+}
+
 /// Sends everything the QP may send now; returns how many packets.
 fn drain(qp: &mut Qp, mem: &mut BufferMemory, now: Instant) -> usize {
+    sent(qp, mem, now).len()
+}
+
+/// Sends everything the QP may send now: (PSN, AckReq) of each packet.
+fn sent(qp: &mut Qp, mem: &mut BufferMemory, now: Instant) -> Vec<(u32, bool)> {
     let mut buf = vec![0u8; MAX_PACKET];
     let mut env = Env { mem, srq: None };
-    let mut n = 0;
-    while qp.poll_transmit(now, &mut env, &mut buf).is_some() {
-        n += 1;
-        assert!(n < 100_000, "runaway transmit");
+    let mut out = Vec::new();
+    while let Some(t) = qp.poll_transmit(now, &mut env, &mut buf) {
+        let p = Packet::parse(&buf[..t.len]).expect("own packet parses");
+        out.push((p.hdr.bth.psn.value(), p.hdr.bth.ack_req));
+        assert!(out.len() < 100_000, "runaway transmit");
     }
-    n
+    out
+}
+
+fn feed(qp: &mut Qp, mem: &mut BufferMemory, now: Instant, frame: &[u8]) {
+    let (_, bytes) = roce(frame);
+    let p = Packet::parse(&bytes).unwrap();
+    let mut env = Env { mem, srq: None };
+    qp.handle_packet(now, &p, &meta(), &mut env);
 }
 
 /// Kernel rxe sits behind a tap in a slow VM: after its sequence NAK, the
@@ -170,17 +197,11 @@ fn drain(qp: &mut Qp, mem: &mut BufferMemory, now: Instant) -> usize {
 /// another pass.
 #[test]
 fn seq_nak_storm_from_rxe_costs_one_window() {
-    let (mut qp, mut mem) = requester();
+    let (mut qp, mut mem) = requester(0x11, 15_061_137);
     let now = Instant::now();
     let first = drain(&mut qp, &mut mem, now);
     assert_eq!(first, 256, "the window: 256 unacknowledged PSNs");
-    let meta = RxMeta {
-        src: IpAddr::V4(RXE),
-        src_port: 49441,
-        dst: IpAddr::V4(RXU),
-        tos: 0,
-        ttl: 64,
-    };
+    let meta = meta();
     let mut naks = 0;
     let mut sent_after = 0;
     for f in frames(&vectors().join("rxe-interop-seq-nak-storm.pcap")) {
@@ -207,4 +228,43 @@ fn seq_nak_storm_from_rxe_costs_one_window() {
         "{sent_after} packets after the first NAK"
     );
     assert_eq!(qp.state(), QpState::Rts);
+}
+
+/// Kernel rxe in a TCG guest behind a full tap queue answered rxu's
+/// 64 KiB WRITEs slower than perftest's 67 ms ACK timeout (timeout 14):
+/// each timeout resent a whole 256-PSN window into the same queue, the
+/// peer fell further behind, and after 7 timeouts without progress the
+/// WRITE failed RETRY_EXC_ERR in a run without any loss. After a timeout
+/// the requester now probes with one packet (AckReq set) and doubles its
+/// window with each ACK that makes progress. The ACKs are rxe's, as
+/// captured for that QP (QPN 0x1f, first PSN 2542692).
+#[test]
+fn ack_timeout_probes_with_one_packet_then_doubles() {
+    let acks = frames(&vectors().join("rxe-interop-ack-timeout.pcap"));
+    let (mut qp, mut mem) = requester(0x1f, 2_542_692);
+    let t0 = Instant::now();
+    assert_eq!(drain(&mut qp, &mut mem, t0), 256);
+    // ACK of the first message (PSN 2542755): room for 64 more.
+    feed(&mut qp, &mut mem, t0, &acks[0]);
+    assert_eq!(drain(&mut qp, &mut mem, t0), 64);
+    // Then nothing for longer than the timeout.
+    let t1 = qp.poll_timeout().expect("ACK timer armed");
+    let mut env = Env {
+        mem: &mut mem,
+        srq: None,
+    };
+    qp.handle_timeout(t1, &mut env);
+    let probe = sent(&mut qp, &mut mem, t1);
+    assert_eq!(probe, vec![(2_542_756, true)], "one probe, AckReq set");
+    // rxe's next ACKs (it had the data, it was slow): 2, 4, 8 packets.
+    let mut bursts = Vec::new();
+    for a in &acks[1..4] {
+        feed(&mut qp, &mut mem, t1, a);
+        let b = sent(&mut qp, &mut mem, t1);
+        assert!(b.last().is_some_and(|&(_, ack_req)| ack_req), "{b:?}");
+        bursts.push(b.len());
+    }
+    assert_eq!(bursts, vec![2, 4, 8]);
+    assert_eq!(qp.state(), QpState::Rts);
+    assert_eq!(qp.counters().local_ack_timeout_err, 1);
 }

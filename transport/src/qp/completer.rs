@@ -93,8 +93,10 @@ impl Qp {
         lost
     }
 
-    /// Forward progress: retry budgets refill, the ACK timer restarts.
+    /// Forward progress: retry budgets refill, the ACK timer restarts,
+    /// the window grows back after a timeout.
     fn progress(&mut self, now: Instant) {
+        self.sq.cwnd = self.sq.cwnd.saturating_mul(2);
         self.sq.retries_left = self.p.retry_cnt;
         self.sq.rnr_left = self.p.rnr_retry;
         self.sq.end_pass_if_done();
@@ -347,6 +349,9 @@ impl Qp {
         if timeout {
             // Re-armed by the first resent packet.
             self.sq.ack_deadline = None;
+            // Nothing came back for a whole timeout: the peer (or the path
+            // to it) is slower than the timer. Probe with one packet.
+            self.sq.cwnd = 1;
         }
     }
 }

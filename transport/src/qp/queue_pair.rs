@@ -249,6 +249,7 @@ impl Qp {
         let sq = SendQueue {
             retries_left: p.retry_cnt,
             rnr_left: p.rnr_retry,
+            cwnd: u32::MAX,
             ..SendQueue::default()
         };
         Qp {

@@ -69,6 +69,11 @@ impl Qp {
         }
     }
 
+    /// Unacknowledged PSNs the RC requester may have now.
+    pub(crate) fn window(&self) -> u32 {
+        self.tuning.max_unacked_psns.min(self.sq.cwnd).max(1)
+    }
+
     /// Whether the requester has a packet it may send now.
     pub(crate) fn requester_ready(&self) -> bool {
         if self.sq.rnr_deadline.is_some() {
@@ -86,7 +91,7 @@ impl Qp {
         }
         let sq = &self.sq;
         let ahead = sq.cur_psn.distance_from(sq.comp_psn);
-        if ahead >= self.tuning.max_unacked_psns {
+        if ahead >= self.window() {
             return false;
         }
         if e.started {
@@ -193,7 +198,7 @@ impl Qp {
         let pd = self.cfg.pd;
         let qkey = self.p.qkey;
         let qpn = self.cfg.qpn;
-        let window_end = self.sq.comp_psn.add(self.tuning.max_unacked_psns);
+        let window_end = self.sq.comp_psn.add(self.window());
         let interval = self.tuning.ack_req_interval;
         let mut dst = self.p.dst();
         let e = &mut self.sq.entries[idx];

@@ -221,6 +221,11 @@ pub(crate) struct SendQueue {
     pub retry_guard: Option<Psn>,
     /// One past the highest PSN sent when the pass started.
     pub retry_end: Psn,
+    /// Unacknowledged PSNs allowed now, below the tuning's window: one
+    /// after a local ACK timeout, doubling with each ACK that makes
+    /// progress (slow start). A peer too slow for the timer is probed with
+    /// one packet instead of a window it cannot take either.
+    pub cwnd: u32,
     pub ack_deadline: Option<Instant>,
     /// Waiting out an RNR NAK: nothing is sent until then.
     pub rnr_deadline: Option<Instant>,
@@ -242,6 +247,7 @@ impl SendQueue {
         self.since_ack_req = 0;
         self.rd_outstanding = 0;
         self.retry_guard = None;
+        self.cwnd = u32::MAX;
         self.ack_deadline = None;
         self.rnr_deadline = None;
         for e in &mut self.entries {

@@ -135,9 +135,11 @@ fn partially_acked_write_resumes_at_first_unacked_packet() {
         .filter(|c| c.dir == Dir::AtoB)
         .map(|c| c.pkt().hdr.bth)
         .collect();
+    // After the timeout one packet probes (164, a duplicate B re-ACKs up
+    // to 169), then the window doubles per ACK over 170..199.
     assert_eq!(
         a.len(),
-        100 + 30 + (170 - 164),
+        100 + 1 + 30,
         "resent from the first unacked PSN only"
     );
     let resent = a[100];
@@ -174,7 +176,8 @@ fn lost_acks_give_duplicates_that_are_reacked() {
         .unwrap();
     h.run();
     assert_ok_in_order(&h.a.cq(CqSide::Send), &[1]);
-    assert_eq!(h.b.qp.counters().duplicate_request, 4);
+    // The timeout resends one packet (slow start); its re-ACK covers all.
+    assert_eq!(h.b.qp.counters().duplicate_request, 1);
     // Re-ACKs name the last PSN already acknowledged (expected - 1).
     let acks: Vec<Psn> = h
         .captured()
