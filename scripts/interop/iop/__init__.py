@@ -1,0 +1,1 @@
+"""rxu <-> kernel rxe interop matrix (scripts/interop/run)."""

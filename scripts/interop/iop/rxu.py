@@ -1,0 +1,78 @@
+"""rxu on the host side of the tap: the device (rxu up/down/stats) and the
+packet capture of the tap."""
+
+import json
+import os
+import re
+
+from . import netns
+from .proc import Job, run, wait_until
+
+NAME = "rxu0"
+
+
+class Device:
+    def __init__(self, bindir, runtime):
+        self.bindir = bindir
+        self.rxu = os.path.join(bindir, "rxu")
+        self.runtime = runtime
+        self.env = None
+
+    def _base_env(self):
+        env = dict(os.environ)
+        env["RXU_RUNTIME_DIR"] = self.runtime
+        return env
+
+    def up(self):
+        os.makedirs(self.runtime, exist_ok=True)
+        r = run(netns.argv(self.rxu, "up", "--netdev", netns.TAP, "--name", NAME),
+                env=self._base_env())
+        env = self._base_env()
+        for line in r.stdout.splitlines():
+            m = re.match(r"export (\w+)=(.*)$", line)
+            if m:
+                env[m.group(1)] = m.group(2).strip("'\"")
+        if "SYSFS_PATH" not in env:
+            raise RuntimeError(f"rxu up printed no environment: {r.stdout}")
+        self.env = env
+
+    def down(self):
+        run(netns.argv(self.rxu, "down", "--name", NAME, "--force"),
+            env=self._base_env(), check=False)
+        self.env = None
+
+    def status(self):
+        return run(netns.argv(self.rxu, "status"), env=self._base_env(), check=False).stdout
+
+    def active_mtu(self):
+        m = re.search(r"active_mtu (\d+)", self.status())
+        return m.group(1) if m else "?"
+
+    def stats(self):
+        r = run(netns.argv(self.rxu, "stats", "--name", NAME, "--json"), env=self._base_env())
+        return json.loads(r.stdout)["counters"]
+
+    def decode(self, pcap):
+        """(exit status, output) of `rxu decode`."""
+        r = run([self.rxu, "decode", pcap], limit=300, check=False)
+        return r.returncode, r.stdout + r.stderr
+
+
+class Capture:
+    """tcpdump of the RoCE traffic on the tap (both directions)."""
+
+    def __init__(self, path):
+        self.path = path
+        # A 64 MiB buffer: rxu's bursts must not overrun the capture.
+        self.job = Job(netns.argv("tcpdump", "-i", netns.TAP, "-s", "0", "-B", "65536", "-U",
+                                  "-Z", "root",
+                                  "-w", path, "udp", "port", "4791"),
+                       path[:-len(".pcap")] + ".tcpdump")
+        # tcpdump says "listening on" once the capture runs.
+        wait_until(lambda: "listening on" in self.job.output()[1] or not self.job.running(), 10)
+        if not self.job.running():
+            raise RuntimeError(f"tcpdump did not start: {self.job.output()[1]}")
+
+    def stop(self):
+        self.job.stop()
+        return self.job.output()[1]
