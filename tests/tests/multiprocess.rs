@@ -225,6 +225,9 @@ fn eight_processes_sixteen_qps_each() {
 fn sigkill_mid_transfer() {
     let _g = serial();
     let d = Daemon::start("rxmpk", addr(30));
+    // (After the readiness check's admin connection is closed.)
+    std::thread::sleep(Duration::from_millis(100));
+    let baseline = d.fds_and_maps();
     let go = runtime_dir().join("go-kill");
     let _ = std::fs::remove_file(&go);
     let go_s = go.display().to_string();
@@ -401,6 +404,18 @@ fn sigkill_mid_transfer() {
             "bystander finished before the failure was over"
         );
     }
+    // Everyone is gone: the daemon holds no fd or mapping of any of them.
+    let end = Instant::now() + Duration::from_secs(5);
+    let within = |(f, m): (usize, usize)| f <= baseline.0 && m <= baseline.1;
+    while !within(d.fds_and_maps()) {
+        assert!(
+            Instant::now() < end,
+            "daemon fds/maps {:?}, {baseline:?} before the clients\n{}",
+            d.fds_and_maps(),
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert_clean(&d);
 }
 
@@ -558,9 +573,10 @@ fn stopped_process_stalls_only_itself() {
         "--timeout",
         "40",
     ];
-    let extra = ["--secs", "3", "--go-file", go_s.as_str()];
+    let extra = ["--secs", "2", "--go-file", go_s.as_str()];
+    let longer = ["--secs", "5", "--go-file", go_s.as_str()];
     let mut stopped = PeerPair::start("stopped", &d.name, &d.name, &args, &extra);
-    let mut other = PeerPair::start("bystander", &d.name, &d.name, &args, &extra);
+    let mut other = PeerPair::start("bystander", &d.name, &d.name, &args, &longer);
     let all = |a: &PeerPair, b: &PeerPair| reports(&[a, b], &[&d]);
     for p in [&stopped, &other] {
         assert!(
@@ -600,13 +616,19 @@ fn stopped_process_stalls_only_itself() {
     );
     stopped.server.signal("STOP");
     std::thread::sleep(Duration::from_millis(100));
-    let before = sent(&d);
-    std::thread::sleep(Duration::from_millis(800));
-    let during = sent(&d) - before;
+    // Progress, not a rate: a loaded machine may starve everyone a while.
+    let (before, t) = (sent(&d), Instant::now());
+    let mut during = 0;
+    let min = Duration::from_millis(500);
+    while (during < 1000 || t.elapsed() < min) && t.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(20));
+        during = sent(&d) - before;
+    }
+    let ms = t.elapsed().as_millis();
     stopped.server.signal("CONT");
-    eprintln!("bystander packets while the other server was stopped: {during}");
+    eprintln!("bystander: {during} packets in {ms} ms while the other server was stopped");
     assert!(
-        during > 100,
+        during >= 1000,
         "the bystander stalled too\n{}",
         all(&stopped, &other)
     );

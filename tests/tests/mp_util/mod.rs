@@ -37,14 +37,15 @@ fn profile_dir() -> PathBuf {
 
 /// rxud and rxu (another package's binaries: CARGO_BIN_EXE_ does not
 /// reach them), built with this test's profile if they are missing or
-/// stale. Returns target/<profile>.
+/// stale. Returns target/<profile>. The same cargo command as the verbs
+/// tests' (with ffi), so whichever runs second finds nothing to do.
 pub fn provider_bins() -> &'static Path {
     static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let r = DIR.get_or_init(|| {
         let dir = profile_dir();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-q", "-p", "provider", "--bins"]);
+        cmd.args(["build", "-q", "-p", "provider", "--bins", "-p", "ffi"]);
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
@@ -145,6 +146,16 @@ impl Daemon {
                 .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
         });
         running && Context::open_admin(&self.name).is_ok()
+    }
+
+    /// Open fds and memory mappings of the daemon process (resources a
+    /// client's rings, doorbells and memory grant take).
+    pub fn fds_and_maps(&self) -> (usize, usize) {
+        let pid = self.child.id();
+        let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
+        let maps =
+            std::fs::read_to_string(format!("/proc/{pid}/maps")).map_or(0, |m| m.lines().count());
+        (fds, maps)
     }
 
     pub fn status(&self) -> DeviceStatus {
