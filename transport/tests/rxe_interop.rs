@@ -6,13 +6,14 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use transport::qp::{
-    access, BufferMemory, Env, Mtu, Payload, Qp, QpAttr, QpConfig, QpState, QpType, RxMeta, SendOp,
-    SendWqe, Sge,
+    access, BufferMemory, Env, Mtu, Payload, Qp, QpAttr, QpConfig, QpState, QpType, RecvWqe,
+    RxMeta, SendOp, SendWqe, Sge, WcStatus,
 };
 use transport::wire::icrc::verify_ip_packet;
+use transport::wire::ip::ipv4_checksum;
 use transport::wire::{AethKind, NakCode, Opcode, Packet, MAX_PACKET};
 use transport::Psn;
 
@@ -53,17 +54,53 @@ fn roce(frame: &[u8]) -> (IpAddr, Vec<u8>) {
     (p.ip.src(), p.payload.to_vec())
 }
 
-fn describe(p: &Packet<'_>) -> String {
+/// The kinds a packet counts as: its opcode (or NAK kind), and for a
+/// full 4 KiB payload also opcode + len=4096.
+fn describe(p: &Packet<'_>) -> Vec<String> {
     let op = p.opcode();
     match p.hdr.aeth.map(|a| a.kind()) {
-        Some(AethKind::RnrNak { .. }) if op == Opcode::RC_ACK => "RNR NAK".into(),
-        Some(AethKind::Nak(c)) if op == Opcode::RC_ACK => format!("NAK {c:?}"),
-        _ => op.name().into(),
+        Some(AethKind::RnrNak { .. }) if op == Opcode::RC_ACK => vec!["RNR NAK".into()],
+        Some(AethKind::Nak(c)) if op == Opcode::RC_ACK => vec![format!("NAK {c:?}")],
+        _ if p.payload.len() == 4096 => vec![op.name().into(), format!("{} len=4096", op.name())],
+        _ => vec![op.name().into()],
     }
 }
 
 /// What each kept file must contain (as `describe` names it).
 const EXPECT: &[(&str, &[&str])] = &[
+    (
+        "read-response",
+        &[
+            "RC_RDMA_READ_RESPONSE_FIRST",
+            "RC_RDMA_READ_RESPONSE_MIDDLE",
+            "RC_RDMA_READ_RESPONSE_LAST",
+            "RC_RDMA_READ_RESPONSE_ONLY",
+        ],
+    ),
+    ("atomic", &["RC_FETCH_ADD", "RC_ATOMIC_ACKNOWLEDGE"]),
+    ("ud-send", &["UD_SEND_ONLY"]),
+    (
+        "send-multi",
+        &["RC_SEND_FIRST", "RC_SEND_MIDDLE", "RC_SEND_LAST"],
+    ),
+    (
+        "write-multi",
+        &[
+            "RC_RDMA_WRITE_FIRST",
+            "RC_RDMA_WRITE_MIDDLE",
+            "RC_RDMA_WRITE_LAST",
+        ],
+    ),
+    (
+        "jumbo",
+        &[
+            "RC_RDMA_WRITE_MIDDLE len=4096",
+            "RC_RDMA_READ_RESPONSE_MIDDLE len=4096",
+        ],
+    ),
+    ("rnr-nak", &["RNR NAK"]),
+    ("seq-nak", &["NAK PsnSequence"]),
+    ("remote-op-nak", &["NAK RemoteOperational"]),
     ("seq-nak-storm", &["NAK PsnSequence", "RC_ACKNOWLEDGE"]),
     ("ack-timeout", &["RC_ACKNOWLEDGE"]),
 ];
@@ -81,7 +118,7 @@ fn every_kernel_packet_parses_and_its_icrc_verifies() {
                 "{stem}: only the kernel's packets are kept"
             );
             let p = Packet::parse(&bytes).unwrap_or_else(|e| panic!("{stem}: {e:?}"));
-            seen.push(describe(&p));
+            seen.extend(describe(&p));
         }
         for k in *kinds {
             assert!(seen.iter().any(|s| s == k), "{stem}: no {k} in {seen:?}");
@@ -89,10 +126,10 @@ fn every_kernel_packet_parses_and_its_icrc_verifies() {
     }
 }
 
-/// rxu requester QP as ib_write_bw set it up in a capture: QPN `qpn`
-/// (rxe's is the same number), path MTU 1024, first PSN `psn`, eight
-/// 64 KiB WRITEs posted.
-fn requester(qpn: u32, psn: u32) -> (Qp, BufferMemory) {
+/// An RTS RC QP as rxu's perftest/pingpong set it up in a capture: QPN
+/// `qpn` (rxe's is the same number), path MTU 1024, first PSN `psn`, and
+/// 64 KiB of registered memory.
+fn rc_qp(qpn: u32, psn: u32) -> (Qp, BufferMemory, u32) {
     let mut mem = BufferMemory::new();
     let key = mem.register(1, 0x10000, vec![0x5a; 65536], access::LOCAL_WRITE);
     let mut qp = Qp::new(QpConfig {
@@ -100,7 +137,7 @@ fn requester(qpn: u32, psn: u32) -> (Qp, BufferMemory) {
         qp_type: QpType::Rc,
         pd: 1,
         srq: None,
-        sq_sig_all: false,
+        sq_sig_all: true,
         max_send_wr: 128,
         max_recv_wr: 16,
     });
@@ -133,23 +170,35 @@ fn requester(qpn: u32, psn: u32) -> (Qp, BufferMemory) {
     for a in steps {
         qp.modify(&a).unwrap();
     }
-    for i in 0..8 {
+    (qp, mem, key)
+}
+
+/// Posts `n` WQEs of `op` over `len` bytes of the QP's memory.
+fn post(qp: &mut Qp, key: u32, op: SendOp, len: u32, n: u64) {
+    for i in 0..n {
         qp.post_send(SendWqe {
             wr_id: i,
-            op: SendOp::Write {
-                remote_addr: 0x7eff_32b0_c000,
-                rkey: 0x28a,
-            },
+            op,
             flags: 0,
             payload: Payload::Sges(vec![Sge {
                 addr: 0x10000,
-                length: 65536,
+                length: len,
                 lkey: key,
             }]),
             ud: None,
         })
         .unwrap();
     }
+}
+
+/// ib_write_bw's requester: eight 64 KiB WRITEs posted.
+fn requester(qpn: u32, psn: u32) -> (Qp, BufferMemory) {
+    let (mut qp, mem, key) = rc_qp(qpn, psn);
+    let write = SendOp::Write {
+        remote_addr: 0x7eff_32b0_c000,
+        rkey: 0x28a,
+    };
+    post(&mut qp, key, write, 65536, 8);
     (qp, mem)
 }
 
@@ -267,4 +316,144 @@ fn ack_timeout_probes_with_one_packet_then_doubles() {
     assert_eq!(bursts, vec![2, 4, 8]);
     assert_eq!(qp.state(), QpState::Rts);
     assert_eq!(qp.counters().local_ack_timeout_err, 1);
+}
+
+/// Kernel 6.1 rxe answers a SEND longer than the posted receive with NAK
+/// 0x63 (remote operational error), where the IBA says 0x61; rxu's
+/// requester completes it REM_OP_ERR and flushes the rest (captured:
+/// ibv_rc_pingpong -s 4096 against a server posting 1024-byte receives).
+#[test]
+fn rxe_nak_0x63_for_a_long_send_is_rem_op_err() {
+    let nak = frames(&vectors().join("rxe-interop-remote-op-nak.pcap"));
+    let (_, bytes) = roce(&nak[0]);
+    let p = Packet::parse(&bytes).unwrap();
+    let (qpn, psn) = (p.hdr.bth.dest_qpn, p.hdr.bth.psn.value());
+    let (mut qp, mut mem, key) = rc_qp(qpn, psn);
+    post(&mut qp, key, SendOp::Send, 4096, 2);
+    let t = Instant::now();
+    assert_eq!(drain(&mut qp, &mut mem, t), 8);
+    feed(&mut qp, &mut mem, t, &nak[0]);
+    let st: Vec<_> = std::iter::from_fn(|| qp.poll_completion())
+        .map(|c| (c.wr_id, c.status))
+        .collect();
+    assert_eq!(st, vec![(0, WcStatus::RemOpErr), (1, WcStatus::WrFlushErr)]);
+    assert_eq!(qp.state(), QpState::Err);
+}
+
+/// rxe's RNR NAK (timer 12, 0.64 ms) for the first packet of a 64 KiB
+/// SEND: the two SENDs before it complete, nothing is sent until the
+/// timer ran out, then the SEND starts over from its FIRST packet
+/// (captured: ib_send_bw against a server with one receive posted).
+#[test]
+fn rxe_rnr_nak_waits_then_resends_the_message() {
+    let rnr = frames(&vectors().join("rxe-interop-rnr-nak.pcap"));
+    let (_, bytes) = roce(&rnr[0]);
+    let p = Packet::parse(&bytes).unwrap();
+    let (qpn, psn) = (p.hdr.bth.dest_qpn, p.hdr.bth.psn.value());
+    assert!(matches!(
+        p.hdr.aeth.map(|a| a.kind()),
+        Some(AethKind::RnrNak { timer: 12 })
+    ));
+    // The NAKed PSN is the first of the third 64-packet SEND.
+    let (mut qp, mut mem, key) = rc_qp(qpn, psn - 128);
+    post(&mut qp, key, SendOp::Send, 65536, 4);
+    let t = Instant::now();
+    assert_eq!(drain(&mut qp, &mut mem, t), 256);
+    feed(&mut qp, &mut mem, t, &rnr[0]);
+    let done: Vec<_> = std::iter::from_fn(|| qp.poll_completion())
+        .map(|c| (c.wr_id, c.status))
+        .collect();
+    assert_eq!(done, vec![(0, WcStatus::Success), (1, WcStatus::Success)]);
+    assert_eq!(
+        drain(&mut qp, &mut mem, t),
+        0,
+        "quiet while the RNR timer runs"
+    );
+    let deadline = qp.poll_timeout().expect("RNR timer");
+    assert!(
+        deadline - t >= Duration::from_micros(640),
+        "{:?}",
+        deadline - t
+    );
+    let mut env = Env {
+        mem: &mut mem,
+        srq: None,
+    };
+    qp.handle_timeout(deadline, &mut env);
+    let resent = sent(&mut qp, &mut mem, deadline);
+    assert_eq!(resent.first().map(|&(p, _)| p), Some(psn));
+    assert_eq!(qp.counters().rcvd_rnr_err, 1);
+    assert_eq!(qp.state(), QpState::Rts);
+}
+
+/// A UD SEND from rxe lands behind the 40-byte GRH area: the first 20
+/// bytes zero, then the packet's IPv4 header as rxe itself writes it —
+/// rxu cannot see the IP ID from its UDP socket, so it writes ID 0 (and
+/// the checksum for that); every other byte matches the captured header.
+#[test]
+fn rxe_ud_send_lands_behind_its_ipv4_header() {
+    let f = frames(&vectors().join("rxe-interop-ud-send.pcap"));
+    let (_, bytes) = roce(&f[0]);
+    let p = Packet::parse(&bytes).unwrap();
+    assert_eq!(p.opcode(), Opcode::UD_SEND_ONLY);
+    let deth = p.hdr.deth.expect("DETH");
+    let mut mem = BufferMemory::new();
+    let key = mem.register(1, 0x20000, vec![0xee; 8192], access::LOCAL_WRITE);
+    let mut qp = Qp::new(QpConfig {
+        qpn: p.hdr.bth.dest_qpn,
+        qp_type: QpType::Ud,
+        pd: 1,
+        srq: None,
+        sq_sig_all: false,
+        max_send_wr: 16,
+        max_recv_wr: 16,
+    });
+    for a in [
+        QpAttr {
+            state: Some(QpState::Init),
+            qkey: Some(deth.qkey),
+            ..QpAttr::default()
+        },
+        QpAttr {
+            state: Some(QpState::Rtr),
+            ..QpAttr::default()
+        },
+    ] {
+        qp.modify(&a).unwrap();
+    }
+    qp.post_recv(RecvWqe {
+        wr_id: 7,
+        sges: vec![Sge {
+            addr: 0x20000,
+            length: 8192,
+            lkey: key,
+        }],
+    })
+    .unwrap();
+    let ip = &f[0][14..34];
+    let meta = RxMeta {
+        src: IpAddr::V4(RXE),
+        src_port: u16::from_be_bytes([f[0][34], f[0][35]]),
+        dst: IpAddr::V4(RXU),
+        tos: ip[1],
+        ttl: ip[8],
+    };
+    let mut env = Env {
+        mem: &mut mem,
+        srq: None,
+    };
+    qp.handle_packet(Instant::now(), &p, &meta, &mut env);
+    let c = qp.poll_completion().expect("receive completion");
+    assert_eq!(c.status, WcStatus::Success);
+    assert_eq!(c.byte_len as usize, 40 + p.payload.len());
+    assert_eq!(c.src_qp, deth.src_qpn);
+    let buf = &mem.region(key).unwrap().data;
+    assert_eq!(&buf[..20], &[0u8; 20]);
+    let mut want = ip.to_vec();
+    want[4..6].copy_from_slice(&[0, 0]);
+    want[10..12].copy_from_slice(&[0, 0]);
+    let sum = ipv4_checksum(&want);
+    want[10..12].copy_from_slice(&sum.to_be_bytes());
+    assert_eq!(&buf[20..40], &want[..], "GRH area: the IPv4 header, ID 0");
+    assert_eq!(&buf[40..40 + p.payload.len()], p.payload);
 }
