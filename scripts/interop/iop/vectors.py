@@ -17,15 +17,20 @@ WANTED = {
     "rnr-nak": ["RC_ACKNOWLEDGE rnr-nak"],
     "seq-nak": ["RC_ACKNOWLEDGE nak psn-sequence-error"],
     "remote-op-nak": ["RC_ACKNOWLEDGE nak remote-operational-error"],
+    "jumbo": ["RC_RDMA_WRITE_MIDDLE len=4096", "RC_RDMA_READ_RESPONSE_MIDDLE len=4096"],
 }
 
 
-def kind(op, line):
+def kinds(op, line):
+    """The kinds a packet counts as: its opcode (with the AETH kind for
+    ACKs), and for full 4 KiB payloads also opcode + len=4096."""
     if op == "RC_ACKNOWLEDGE":
         for k in ("rnr-nak", "nak psn-sequence-error", "nak remote-operational-error"):
             if f"aeth({k}" in line:
-                return f"{op} {k}"
-    return op
+                return [f"{op} {k}"]
+    if " len=4096 " in line:
+        return [op, f"{op} len=4096"]
+    return [op]
 
 
 def read_pcap(path):
@@ -53,11 +58,12 @@ class Picker:
         for num, (src, op, line) in sorted(decoded.frames.items()):
             if src != netns.GUEST_IP or "icrc=ok" not in line:
                 continue
-            k = kind(op, line)
-            if k in self.found or not 1 <= num <= len(recs):
+            if not 1 <= num <= len(recs):
                 continue
-            rh, data = recs[num - 1]
-            self.found[k] = (header, rh, data, line)
+            for k in kinds(op, line):
+                if k not in self.found:
+                    rh, data = recs[num - 1]
+                    self.found[k] = (header, rh, data, line)
 
     def write(self, out_dir):
         """Writes rxe-interop-<stem>.pcap for each kind found; returns
