@@ -45,7 +45,9 @@ pub fn provider_bins() -> &'static Path {
         let dir = profile_dir();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-q", "-p", "provider", "-p", "ffi", "--bins", "--lib"]);
+        cmd.args([
+            "build", "-q", "-p", "provider", "-p", "ffi", "--bins", "--lib",
+        ]);
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
