@@ -103,6 +103,8 @@ const EXPECT: &[(&str, &[&str])] = &[
     ("remote-op-nak", &["NAK RemoteOperational"]),
     ("seq-nak-storm", &["NAK PsnSequence", "RC_ACKNOWLEDGE"]),
     ("ack-timeout", &["RC_ACKNOWLEDGE"]),
+    ("rnr-then-middles", &["RC_SEND_FIRST", "RC_SEND_MIDDLE"]),
+    ("shifted-resend", &["RC_SEND_ONLY", "RC_SEND_FIRST"]),
 ];
 
 #[test]
@@ -456,4 +458,98 @@ fn rxe_ud_send_lands_behind_its_ipv4_header() {
     want[10..12].copy_from_slice(&sum.to_be_bytes());
     assert_eq!(&buf[20..40], &want[..], "GRH area: the IPv4 header, ID 0");
     assert_eq!(&buf[40..40 + p.payload.len()], p.payload);
+}
+
+/// An rxu responder QP in RTR expecting `psn`, with no receive posted.
+fn responder(qpn: u32, psn: u32) -> (Qp, BufferMemory, u32) {
+    let mut mem = BufferMemory::new();
+    let key = mem.register(1, 0x30000, vec![0; 65536], access::LOCAL_WRITE);
+    let mut qp = Qp::new(QpConfig {
+        qpn,
+        qp_type: QpType::Rc,
+        pd: 1,
+        srq: None,
+        sq_sig_all: false,
+        max_send_wr: 16,
+        max_recv_wr: 16,
+    });
+    for a in [
+        QpAttr {
+            state: Some(QpState::Init),
+            access_flags: Some(access::REMOTE_WRITE),
+            ..QpAttr::default()
+        },
+        QpAttr {
+            state: Some(QpState::Rtr),
+            path_mtu: Some(Mtu::M1024),
+            dest_qpn: Some(qpn),
+            dest_addr: Some(IpAddr::V4(RXE)),
+            rq_psn: Some(Psn::new(psn)),
+            max_dest_rd_atomic: Some(16),
+            min_rnr_timer: Some(12),
+            ..QpAttr::default()
+        },
+    ] {
+        qp.modify(&a).unwrap();
+    }
+    (qp, mem, key)
+}
+
+/// The responder's answers now: (PSN, AETH kind).
+fn answers(qp: &mut Qp, mem: &mut BufferMemory) -> Vec<(u32, Option<AethKind>)> {
+    let mut buf = vec![0u8; MAX_PACKET];
+    let mut env = Env { mem, srq: None };
+    let mut out = Vec::new();
+    while let Some(t) = qp.poll_transmit(Instant::now(), &mut env, &mut buf) {
+        let p = Packet::parse(&buf[..t.len]).unwrap();
+        out.push((p.hdr.bth.psn.value(), p.hdr.aeth.map(|a| a.kind())));
+        assert!(out.len() < 1000);
+    }
+    out
+}
+
+/// ib_send_bw against an rxu server with one receive posted: rxe's
+/// 64-packet SEND meets an empty receive queue. rxu answered the FIRST
+/// with an RNR NAK and the MIDDLE behind it with a sequence NAK for the
+/// same PSN; kernel 6.1 rxe, given both, later resent a SEND as a
+/// zero-length SEND ONLY with every PSN after it shifted by one
+/// (rxe-interop-shifted-resend.pcap), and the FIRST that then arrived in
+/// the middle of a message was NAKed invalid request: both QPs failed. The
+/// RNR NAK is now the PSN's only NAK; the resend after the RNR timer is
+/// accepted.
+#[test]
+fn rnr_nak_is_the_only_nak_for_its_psn() {
+    let f = frames(&vectors().join("rxe-interop-rnr-then-middles.pcap"));
+    let first = Packet::parse(&roce(&f[0]).1).unwrap().hdr.bth;
+    let (mut qp, mut mem, key) = responder(first.dest_qpn, first.psn.value());
+    let now = Instant::now();
+    for fr in &f[..3] {
+        feed(&mut qp, &mut mem, now, fr);
+    }
+    let psn = first.psn.value();
+    assert_eq!(
+        answers(&mut qp, &mut mem),
+        vec![(psn, Some(AethKind::RnrNak { timer: 12 }))],
+        "one RNR NAK, no sequence NAK for the MIDDLEs in flight"
+    );
+    assert_eq!(qp.counters().out_of_seq_request, 2);
+    qp.post_recv(RecvWqe {
+        wr_id: 1,
+        sges: vec![Sge {
+            addr: 0x30000,
+            length: 65536,
+            lkey: key,
+        }],
+    })
+    .unwrap();
+    for fr in &f[3..] {
+        feed(&mut qp, &mut mem, now, fr);
+    }
+    assert_eq!(
+        qp.rq_expected_psn(),
+        Psn::new(psn + 2),
+        "the resend is taken"
+    );
+    assert_eq!(answers(&mut qp, &mut mem), vec![]);
+    assert_eq!(qp.state(), QpState::Rtr);
 }

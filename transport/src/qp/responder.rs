@@ -211,6 +211,13 @@ impl Qp {
                 self.counters.send_rnr_err += 1;
                 let aeth = Aeth::rnr_nak(self.p.min_rnr_timer, self.resp.msn);
                 self.push_ack(psn, aeth);
+                // The RNR NAK is this PSN's one NAK: the rest of the
+                // message in flight is dropped without a sequence NAK
+                // (the requester resends from here after its RNR timer
+                // anyway). Kernel 6.1 rxe, given both, later resent a
+                // multi-packet SEND as a zero-length SEND ONLY with every
+                // PSN after it shifted by one.
+                self.resp.nak_sent = true;
             }
             Step::Busy | Step::Gone => self.counters.dropped_pkts += 1,
             Step::Fail(f) => self.rc_fail(psn, f),
