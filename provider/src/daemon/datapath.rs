@@ -242,7 +242,92 @@ fn consume_srq(
     Ok((n, bad))
 }
 
+/// Posts to the engine every well-formed receive WQE waiting in a receive
+/// ring (RQ or SRQ), up to the queue's depth; returns how many. Called
+/// between a receive system call and the dispatch of what it brought, so
+/// a receive posted before a packet arrived is always there for it
+/// however late the loop got to the ring (a UD or UC message that finds
+/// no receive is dropped). A slot that does not parse, or that the
+/// engine refuses, stays in its ring for [`Device::consume`], which
+/// turns it into an error completion.
+fn refill_receives(
+    e: &mut Engine<DeviceMemory>,
+    sessions: &mut std::collections::BTreeMap<u32, Session>,
+    buf: &mut [u8],
+) -> usize {
+    let mut n = 0;
+    for s in sessions.values_mut() {
+        let Session { qps, cqs, srqs, .. } = s;
+        for qp in qps.values_mut() {
+            while !rq_blocked(e, qp, cqs) {
+                let Some(rq) = qp.rq.as_mut() else {
+                    break;
+                };
+                if !post_one(rq, buf, qp.cap.max_recv_sge, |w| e.post_recv(qp.qpn, w)) {
+                    break;
+                }
+                n += 1;
+            }
+        }
+        for srq in srqs.values_mut() {
+            while !srq_blocked(e, srq) {
+                if !post_one(&mut srq.ring, buf, srq.max_sge, |w| {
+                    e.post_srq_recv(srq.id, w)
+                }) {
+                    break;
+                }
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// Parses the next slot of a receive ring and posts it; releases the slot
+/// only if that worked. False: empty, unusable or refused (left in place).
+fn post_one(
+    ring: &mut Consumer,
+    buf: &mut [u8],
+    max_sge: u32,
+    post: impl FnOnce(transport::qp::RecvWqe) -> Result<(), EngineError>,
+) -> bool {
+    let Ok(Some(slot)) = ring.peek() else {
+        return false;
+    };
+    let len = slot.len().min(buf.len());
+    if slot.read(0, &mut buf[..len]).is_err() {
+        return false;
+    }
+    let Ok(w) = wqe::recv_wqe(&buf[..len], max_sge) else {
+        return false;
+    };
+    if post(w).is_err() {
+        return false;
+    }
+    slot.release();
+    true
+}
+
 impl Device {
+    /// One turn of the engine (packets in and out, timers), with the
+    /// receive rings drained into it before each received batch is
+    /// dispatched.
+    pub fn run_engine(
+        &mut self,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<transport::engine::RunReport, EngineError> {
+        let Device {
+            engine,
+            sessions,
+            slot_buf,
+            counters,
+            ..
+        } = self;
+        engine.run_once_with(timeout, &mut |e| {
+            counters.wqes_posted += refill_receives(e, sessions, slot_buf) as u64;
+        })
+    }
+
     /// Takes posted work from every client's rings; returns WQEs taken.
     pub fn consume(&mut self) -> usize {
         let mut taken = 0;

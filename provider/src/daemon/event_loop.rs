@@ -128,7 +128,7 @@ impl Daemon {
                 }
             }
             work += self.dev.consume();
-            match self.dev.engine.run_once(Some(Duration::ZERO)) {
+            match self.dev.run_engine(Some(Duration::ZERO)) {
                 Ok(rep) => {
                     engine_errors = 0;
                     if !rep.idle() {

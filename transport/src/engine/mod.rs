@@ -691,6 +691,19 @@ impl<M: Memory> Engine<M> {
     /// socket is readable, the next deadline, or `timeout`, whichever comes
     /// first (`None`: no limit of its own; `Some(ZERO)`: never sleep).
     pub fn run_once(&mut self, timeout: Option<Duration>) -> Result<RunReport, EngineError> {
+        self.run_once_with(timeout, &mut |_| {})
+    }
+
+    /// [`Engine::run_once`], calling `before_dispatch` after each receive
+    /// system call that brought packets and before they are processed.
+    /// The owner of the receive queues posts there what its clients have
+    /// posted so far: a receive posted before a packet arrived is then
+    /// always there for it (UD and UC drop a message that finds none).
+    pub fn run_once_with(
+        &mut self,
+        timeout: Option<Duration>,
+        before_dispatch: &mut dyn FnMut(&mut Self),
+    ) -> Result<RunReport, EngineError> {
         let mut rep = RunReport::default();
         let mut now = Instant::now();
         rep.timers = self.fire_timers(now);
@@ -699,7 +712,7 @@ impl<M: Memory> Engine<M> {
         // while the peer is still busy with the previous batch.
         let rounds = self.cfg.io_budget.div_ceil(self.cfg.batch).max(1);
         for _ in 0..rounds {
-            let r = self.receive(now)?;
+            let r = self.receive(now, before_dispatch)?;
             let s = self.transmit(now);
             rep.received += r;
             rep.sent += s;
@@ -751,16 +764,25 @@ impl<M: Memory> Engine<M> {
 
     /// One recvmmsg per socket and what it brought; returns the packets
     /// taken.
-    fn receive(&mut self, now: Instant) -> Result<usize, EngineError> {
-        let mut total = self.receive_from(self.sock.as_raw_fd(), now)?;
+    fn receive(
+        &mut self,
+        now: Instant,
+        hook: &mut dyn FnMut(&mut Self),
+    ) -> Result<usize, EngineError> {
+        let mut total = self.receive_from(self.sock.as_raw_fd(), now, hook)?;
         if let Some(fd) = self.as_raw_fd_v6() {
-            total += self.receive_from(fd, now)?;
+            total += self.receive_from(fd, now, hook)?;
         }
         Ok(total)
     }
 
     /// One recvmmsg on `fd` and what it brought.
-    fn receive_from(&mut self, fd: RawFd, now: Instant) -> Result<usize, EngineError> {
+    fn receive_from(
+        &mut self,
+        fd: RawFd,
+        now: Instant,
+        hook: &mut dyn FnMut(&mut Self),
+    ) -> Result<usize, EngineError> {
         let mut total = 0;
         // A reported ICMP error is not fatal; try once more.
         let mut n = 0;
@@ -780,6 +802,7 @@ impl<M: Memory> Engine<M> {
         }
         if n > 0 {
             self.counters.rx_syscalls += 1;
+            hook(self);
         }
         for i in 0..n {
             let info = self.rx.info[i];
