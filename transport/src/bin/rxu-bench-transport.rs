@@ -8,12 +8,18 @@
 //! received (each datagram is as long as a RoCE packet with 4096 bytes of
 //! payload), for RC the bytes of completed WRITEs.
 //!
+//! Memory: as perftest, each side registers one message-sized buffer and
+//! every WRITE goes from and to it, so the data is as hot in cache as raw
+//! UDP's one send buffer. A second RC figure gives every WQE in flight a
+//! buffer of its own (`rc_write_64k_buffer_per_wqe_gbps`, context).
+//!
 //! Options: `--secs S` (per measurement, default 3), `--rounds N` (raw and
 //! RC alternate N times, best of each is reported; default 2), `--batch B`
 //! (default 32), `--msg BYTES` (default 65536), `--inflight N` (WQEs
 //! outstanding, default 64), `--no-offload` (engine without UDP GSO/GRO),
 //! `--no-raw-offload` (skip the raw GSO+GRO measurement), `--spin-us US`,
-//! `--window PSNS`, `--only raw|rc`, `--a ADDR --b ADDR`, `--port P`.
+//! `--window PSNS`, `--region BYTES` (only this RC layout), `--only raw|rc`,
+//! `--a ADDR --b ADDR`, `--port P`.
 //!
 //! The baseline of `ratio` uses the same batching as the engine: when the
 //! engine runs with UDP GSO+GRO (the default), raw UDP runs with GSO+GRO
@@ -31,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use transport::engine::sys::{self, RecvBufs, SendBufs};
-use transport::engine::{Engine, EngineConfig, QpSpec};
+use transport::engine::{Engine, EngineConfig, QpSpec, GRO_BATCH};
 use transport::qp::{
     access, send_flags, BufferMemory, Memory, Mtu, Payload, QpAttr, QpState, QpType, SendOp,
     SendWqe, Sge, WcStatus,
@@ -58,6 +64,9 @@ struct Opts {
     spin_us: Option<u64>,
     /// RC window in PSNs (default: the QP's).
     window: Option<u32>,
+    /// Bytes registered on each side for the WRITEs (None: one message
+    /// each, as perftest; and one per WQE in flight as context).
+    region: Option<usize>,
     a: IpAddr,
     b: IpAddr,
     port: u16,
@@ -75,6 +84,7 @@ fn parse() -> Result<Opts, String> {
         only: None,
         spin_us: None,
         window: None,
+        region: None,
         a: "127.0.0.1".parse().unwrap(),
         b: "127.0.0.2".parse().unwrap(),
         port: 4791,
@@ -100,11 +110,12 @@ fn parse() -> Result<Opts, String> {
             "--only" => o.only = Some(val()?),
             "--spin-us" => o.spin_us = Some(num(val()?)? as u64),
             "--window" => o.window = Some(num(val()?)? as u32),
+            "--region" => o.region = Some(num(val()?)? as usize),
             "--a" => o.a = val()?.parse().map_err(|e| format!("--a: {e}"))?,
             "--b" => o.b = val()?.parse().map_err(|e| format!("--b: {e}"))?,
             "-h" | "--help" => {
                 return Err("usage: rxu-bench-transport [--secs S] [--rounds N] [--batch B] [--msg BYTES] \
-                     [--inflight N] [--no-offload] [--no-raw-offload] [--only raw|rc] [--spin-us US] [--window PSNS] [--a ADDR] [--b ADDR] [--port P]"
+                     [--inflight N] [--no-offload] [--no-raw-offload] [--only raw|rc] [--spin-us US] [--window PSNS] [--region BYTES] [--a ADDR] [--b ADDR] [--port P]"
                     .into())
             }
             _ => return Err(format!("unknown option {flag}")),
@@ -163,7 +174,7 @@ fn raw_udp(o: &Opts, offload: bool) -> Result<f64, String> {
         std::thread::spawn(move || {
             let slot = if gro { 65536 } else { PKT + 64 };
             // As the engine: at most 8 GRO datagrams (512 KiB) per call.
-            let mut bufs = RecvBufs::new(if gro { batch.min(8) } else { batch }, slot);
+            let mut bufs = RecvBufs::new(if gro { batch.min(GRO_BATCH) } else { batch }, slot);
             let fd = rx.as_raw_fd();
             let mut n_pkts = 0u64;
             while !stop.load(Ordering::Relaxed) {
@@ -188,7 +199,13 @@ fn raw_udp(o: &Opts, offload: bool) -> Result<f64, String> {
         std::thread::spawn(move || {
             // The engine's layout: one slot per packet; with GSO, runs of
             // slots go as one datagram.
-            let mut bufs = SendBufs::new(batch * segs, PKT + 64, batch);
+            // As the engine: at most GRO_BATCH GSO datagrams per call.
+            let n = if segs > 1 {
+                batch.min(GRO_BATCH)
+            } else {
+                batch
+            };
+            let mut bufs = SendBufs::new(n * segs, PKT + 64, n);
             for (i, b) in bufs.data.iter_mut().enumerate() {
                 *b = i as u8;
             }
@@ -233,10 +250,12 @@ struct PeerInfo {
 
 /// RC RDMA WRITE of `o.msg`-byte messages from an engine on `o.a` to one on
 /// `o.b`, keeping `o.inflight` WQEs outstanding. Returns goodput in Gbit/s.
-fn rc_write(o: &Opts) -> Result<f64, String> {
-    // One buffer per WQE in flight (64 x 64 KiB by default), as an
-    // application with that many outstanding WRITEs would have.
-    let region: usize = (o.inflight * o.msg).clamp(1 << 20, 64 << 20);
+/// `region`: bytes registered on each side; WQE `i` writes from and to
+/// offset `(i * msg) % region`. `msg` is perftest's convention (one buffer
+/// each side, as hot in cache as raw UDP's); `inflight * msg` gives every
+/// WQE in flight a buffer of its own.
+fn rc_write(o: &Opts, region: usize) -> Result<f64, String> {
+    let region = region.clamp(o.msg, 64 << 20);
     const VA: u64 = 0x1000_0000;
     let (to_a, from_b) = mpsc::channel::<PeerInfo>();
     let (to_b, from_a) = mpsc::channel::<PeerInfo>();
@@ -442,6 +461,7 @@ fn main() {
     let mut best_raw: Option<f64> = None;
     let mut best_raw_off: Option<f64> = None;
     let mut best_rc: Option<f64> = None;
+    let mut best_rc_spread: Option<f64> = None;
     let best = |b: &mut Option<f64>, g: f64| *b = Some(b.map_or(g, |x: f64| x.max(g)));
     let fail = |what: &str, e: String| -> ! {
         eprintln!("{what}: {e}");
@@ -459,9 +479,15 @@ fn main() {
             }
         }
         if o.only.as_deref() != Some("raw") {
-            let g = rc_write(&o).unwrap_or_else(|e| fail("rc write", e));
+            let g = rc_write(&o, o.region.unwrap_or(o.msg)).unwrap_or_else(|e| fail("rc write", e));
             eprintln!("round {round}: rc_write_64k_gbps={g:.3}");
             best(&mut best_rc, g);
+            if o.region.is_none() {
+                let g = rc_write(&o, o.inflight * o.msg)
+                    .unwrap_or_else(|e| fail("rc write (buffer per WQE)", e));
+                eprintln!("round {round}: rc_write_64k_buffer_per_wqe_gbps={g:.3}");
+                best(&mut best_rc_spread, g);
+            }
         }
     }
     // The three lines scripts/bench-transport promises, then context. The
@@ -487,6 +513,18 @@ fn main() {
             println!(
                 "ratio_vs_{other_name}={:.3}",
                 if z > 0.0 { x / z } else { 0.0 }
+            );
+        }
+    }
+    if let Some(x) = best_rc_spread {
+        // Each WQE in flight with a buffer of its own (64 x 64 KiB): the
+        // requester reads and the responder writes memory that is no
+        // longer in cache, which raw UDP never does.
+        println!("rc_write_64k_buffer_per_wqe_gbps={x:.3}");
+        if let Some(y) = same {
+            println!(
+                "ratio_buffer_per_wqe={:.3}",
+                if y > 0.0 { x / y } else { 0.0 }
             );
         }
     }

@@ -276,8 +276,12 @@ const RX_SLOT: usize = MAX_PACKET + 64;
 const TX_SLOT: usize = MAX_PACKET + 64;
 /// Receive slot with UDP GRO: a whole coalesced datagram.
 const GRO_SLOT: usize = 65536;
-/// Most GRO datagrams per recvmmsg.
-const GRO_BATCH: usize = 8;
+/// Most GRO datagrams per recvmmsg, and most GSO datagrams (of up to 16
+/// packets) per sendmmsg: 8 x 64 KiB stay in cache between the copy that
+/// fills them and the one that empties them (measured on RC WRITE, 2 cores:
+/// 19.3 Gbit/s with 8 GSO datagrams per call against 16.8 with 32, raw UDP
+/// 37 with either).
+pub const GRO_BATCH: usize = 8;
 
 /// The UDP engine. See the module documentation.
 pub struct Engine<M: Memory> {
@@ -341,7 +345,12 @@ impl<M: Memory> Engine<M> {
         let gro = cfg.gro && sys::set_udp_gro(fd, true).is_ok();
         // With GSO a datagram carries up to 15 full-sized packets: room for
         // 16 packets per datagram of the batch.
-        let tx_slots = if gso { batch * 16 } else { batch };
+        let (tx_slots, tx_items) = if gso {
+            let n = batch.min(GRO_BATCH);
+            (n * 16, n)
+        } else {
+            (batch, batch)
+        };
         let rx_slot = if gro { GRO_SLOT } else { RX_SLOT };
         // GRO datagrams are up to 64 KiB: 8 of them (512 KiB) per recvmmsg
         // keep the batch in cache while it is processed (measured: 28-29
@@ -392,7 +401,7 @@ impl<M: Memory> Engine<M> {
             due: Vec::new(),
             next_srq: 1,
             rx: sys::RecvBufs::new(rx_batch, rx_slot),
-            tx: sys::SendBufs::new(tx_slots, TX_SLOT, batch),
+            tx: sys::SendBufs::new(tx_slots, TX_SLOT, tx_items),
             out,
             delay_rx: DelayLine::new(RX_SLOT),
             counters: EngineCounters::default(),
@@ -1048,8 +1057,10 @@ impl<M: Memory> Engine<M> {
     /// the socket buffer is full).
     fn transmit(&mut self, now: Instant) -> usize {
         if self.sent_unchecked >= RX_CHECK_EVERY && self.rx_backlogged() {
-            // Receive first. A round sends up to 512 packets and receives
-            // up to 8 GRO datagrams (~120 packets): with QPs of this engine
+            // Receive first. A round sends up to 8 GSO datagrams (128
+            // packets) and receives 8 GRO datagrams (up to 128 packets, far
+            // fewer when the kernel coalesces less) or 32 packets without
+            // GRO: with QPs of this engine
             // talking to each other (server and client on one device) and
             // nothing to bound them (UC, UD), sending on would overflow our
             // own receive buffer, and UC and UD cannot recover the loss.
