@@ -159,6 +159,18 @@ fn create_qp(dev: &mut Device, id: u32, pd: u32, cq: u32, qp_type: QpType) -> Te
     }
 }
 
+fn modify_qp(dev: &mut Device, id: u32, qpn: u32, mask: u32, attr: QpAttr) {
+    ok(call(
+        dev,
+        id,
+        Request::ModifyQp {
+            qp: qpn,
+            mask,
+            attr,
+        },
+    ));
+}
+
 /// RESET -> INIT -> RTR -> RTS, connected to `peer` on `to`.
 fn connect_rc(dev: &mut Device, id: u32, qpn: u32, peer: u32, to: IpAddr) {
     let init = QpAttr {
@@ -168,15 +180,7 @@ fn connect_rc(dev: &mut Device, id: u32, qpn: u32, peer: u32, to: IpAddr) {
         ..QpAttr::default()
     };
     let m = mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::ACCESS_FLAGS;
-    ok(call(
-        dev,
-        id,
-        Request::ModifyQp {
-            qp: qpn,
-            mask: m,
-            attr: init,
-        },
-    ));
+    modify_qp(dev, id, qpn, m, init);
     let rtr = QpAttr {
         qp_state: 2,
         path_mtu: 3,
@@ -200,15 +204,7 @@ fn connect_rc(dev: &mut Device, id: u32, qpn: u32, peer: u32, to: IpAddr) {
         | mask::RQ_PSN
         | mask::MAX_DEST_RD_ATOMIC
         | mask::MIN_RNR_TIMER;
-    ok(call(
-        dev,
-        id,
-        Request::ModifyQp {
-            qp: qpn,
-            mask: m,
-            attr: rtr,
-        },
-    ));
+    modify_qp(dev, id, qpn, m, rtr);
     let rts = QpAttr {
         qp_state: 3,
         timeout: 10,
@@ -224,15 +220,7 @@ fn connect_rc(dev: &mut Device, id: u32, qpn: u32, peer: u32, to: IpAddr) {
         | mask::RNR_RETRY
         | mask::SQ_PSN
         | mask::MAX_QP_RD_ATOMIC;
-    ok(call(
-        dev,
-        id,
-        Request::ModifyQp {
-            qp: qpn,
-            mask: m,
-            attr: rts,
-        },
-    ));
+    modify_qp(dev, id, qpn, m, rts);
 }
 
 /// Runs the data path until `done` or 5 s.
@@ -1209,15 +1197,7 @@ fn ud_to_rts(dev: &mut Device, id: u32, qpn: u32) {
         ),
     ];
     for (attr, m) in steps {
-        ok(call(
-            dev,
-            id,
-            Request::ModifyQp {
-                qp: qpn,
-                mask: m,
-                attr,
-            },
-        ));
+        modify_qp(dev, id, qpn, m, attr);
     }
 }
 
