@@ -6,6 +6,7 @@
 //! 4791; RoCE v1 (EtherType 0x8915, GRH) is decoded too. Everything else is
 //! counted and skipped.
 
+mod gso;
 mod line;
 mod link;
 

@@ -445,8 +445,9 @@ impl Capture {
             "-n",
             "-U",
             "--immediate-mode",
+            // Whole frames: a GSO batch on lo is up to 64 KiB.
             "-s",
-            "8192",
+            "0",
             "-w",
         ])
         .arg(&file)
@@ -467,8 +468,8 @@ impl Capture {
 
     /// Stops the capture; returns `rxu decode`'s lines, having checked
     /// every ICRC. Frames lo captured as UDP GSO batches (several RoCE
-    /// packets in one IP datagram longer than any RoCE packet, which
-    /// decode cannot split) are the only malformed ones allowed.
+    /// packets in one IP datagram) are split by decode into their packets,
+    /// so nothing may be malformed.
     fn stop(mut self) -> Vec<String> {
         std::thread::sleep(Duration::from_millis(100));
         self.proc.signal("INT");
@@ -482,16 +483,7 @@ impl Capture {
         let _ = std::fs::remove_file(&self.file);
         let lines: Vec<String> = text.lines().map(str::to_owned).collect();
         let summary = lines.last().cloned().unwrap_or_default();
-        assert!(summary.contains(" 0 bad ICRC"), "{text}");
-        for l in lines.iter().filter(|l| l.contains("MALFORMED")) {
-            let need: usize = l
-                .split("need ")
-                .nth(1)
-                .and_then(|r| r.split(' ').next())
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0);
-            assert!(need > 4096 + 100, "not a GSO batch: {l}\n{text}");
-        }
+        assert!(summary.contains(" 0 bad ICRC, 0 malformed"), "{text}");
         lines
     }
 }

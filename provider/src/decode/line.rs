@@ -59,6 +59,32 @@ pub fn analyze(number: u64, net: Network<'_>) -> FrameReport {
 }
 
 fn analyze_v2(number: u64, ip: &[u8]) -> FrameReport {
+    let r = analyze_v2_as(&format!("{number:>5}"), ip);
+    if r.verdict == Verdict::Good || r.verdict == Verdict::Other {
+        return r;
+    }
+    // Not one packet: perhaps a GSO run captured before segmentation.
+    let Some(segs) = super::gso::split(ip) else {
+        return r;
+    };
+    let reports: Vec<FrameReport> = segs
+        .iter()
+        .enumerate()
+        .map(|(k, seg)| analyze_v2_as(&format!("{number:>5}.{k}"), seg))
+        .collect();
+    if reports.iter().any(|s| s.verdict != Verdict::Good) {
+        return r;
+    }
+    let lines: Vec<String> = reports.into_iter().filter_map(|s| s.line).collect();
+    FrameReport {
+        verdict: Verdict::Good,
+        flavour: Some(Flavour::V2),
+        line: Some(lines.join("\n")),
+    }
+}
+
+/// One RoCEv2 packet, its line starting with `label`.
+fn analyze_v2_as(label: &str, ip: &[u8]) -> FrameReport {
     // Classify by headers alone, so a RoCE packet that is cut short or
     // otherwise broken still counts as RoCE.
     let Ok(iph) = IpHeader::parse(ip) else {
@@ -74,7 +100,7 @@ fn analyze_v2(number: u64, ip: &[u8]) -> FrameReport {
         return FrameReport::other();
     }
     let line = format!(
-        "{number:>5} RoCEv2 {} -> {}",
+        "{label} RoCEv2 {} -> {}",
         SocketAddr::new(iph.src(), udp.src_port),
         SocketAddr::new(iph.dst(), udp.dst_port)
     );
