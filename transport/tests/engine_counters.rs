@@ -65,7 +65,7 @@ fn sent_pkts_counts_gso_segments_as_packets() {
                 e.run_once(Some(Duration::from_millis(5))).unwrap();
                 d.check(|| "B did not finish".into());
             }
-            *e.counters()
+            e.counters()
         },
         |link| {
             let mut e = engine(b_ip, |_| {});
@@ -89,7 +89,7 @@ fn sent_pkts_counts_gso_segments_as_packets() {
             for _ in 0..10 {
                 e.run_once(Some(Duration::from_millis(2))).unwrap();
             }
-            let c = *e.counters();
+            let c = e.counters();
             link.shared[1].store(1, Ordering::Relaxed);
             c
         },

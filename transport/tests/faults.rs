@@ -374,7 +374,7 @@ fn rc_64mib_mixed_ops_under_faults() {
                         plan.ops[done],
                         c,
                         fmt_counts(
-                            e.counters(),
+                            &e.counters(),
                             e.qp(qpn).unwrap().counters(),
                             e.fault_counters()
                         )
@@ -393,7 +393,7 @@ fn rc_64mib_mixed_ops_under_faults() {
                     format!(
                         "{done}/{n} WQEs completed; {}",
                         fmt_counts(
-                            e.counters(),
+                            &e.counters(),
                             e.qp(qpn).unwrap().counters(),
                             e.fault_counters()
                         )
@@ -413,7 +413,7 @@ fn rc_64mib_mixed_ops_under_faults() {
                 e.poll_cq(SEND_CQ, 8)
             );
             let summary = (
-                *e.counters(),
+                e.counters(),
                 *e.qp(qpn).unwrap().counters(),
                 e.fault_counters(),
             );
@@ -504,7 +504,7 @@ fn rc_64mib_mixed_ops_under_faults() {
                 got += 1;
             }
             let summary = (
-                *e.counters(),
+                e.counters(),
                 *e.qp(qpn).unwrap().counters(),
                 e.fault_counters(),
             );
@@ -786,7 +786,7 @@ fn unreliable(t: QpType, seed: u64, a_ip: &str, b_ip: &str) {
             }
             assert_eq!(e.cq_len(SEND_CQ), 0, "extra send completions");
             (
-                *e.counters(),
+                e.counters(),
                 *e.qp(qpn).unwrap().counters(),
                 e.fault_counters(),
             )
@@ -934,7 +934,7 @@ fn unreliable(t: QpType, seed: u64, a_ip: &str, b_ip: &str) {
             }
             (
                 res,
-                *e.counters(),
+                e.counters(),
                 *e.qp(qpn).unwrap().counters(),
                 e.fault_counters(),
             )

@@ -340,7 +340,7 @@ fn rc_write(o: &Opts, region: usize) -> Result<f64, String> {
                 e.run_once(Some(Duration::from_millis(5)))
                     .map_err(|e| e.to_string())?;
             }
-            let c = *e.counters();
+            let c = e.counters();
             eprintln!(
                 "rc responder: rcvd_pkts={} sent_pkts={} rx_syscalls={} tx_syscalls={} sleeps={} icrc_errors={}",
                 c.rcvd_pkts, c.sent_pkts, c.rx_syscalls, c.tx_syscalls, c.sleeps, c.icrc_errors
@@ -411,7 +411,13 @@ fn rc_write(o: &Opts, region: usize) -> Result<f64, String> {
         e.run_once(Some(Duration::from_millis(5)))
             .map_err(|e| e.to_string())?;
         comps.clear();
-        comps.extend(e.poll_cq(1, 256));
+        // The requester's only completions are its WRITEs' (CQ 1).
+        while comps.len() < 256 {
+            let Some((_, c)) = e.poll_completion() else {
+                break;
+            };
+            comps.push(c);
+        }
         for c in &comps {
             if c.status != WcStatus::Success {
                 stop.store(true, Ordering::Relaxed);
@@ -429,7 +435,7 @@ fn rc_write(o: &Opts, region: usize) -> Result<f64, String> {
         let dt = t0.elapsed().as_secs_f64();
         result = Ok((done - d0) as f64 * msg as f64 * 8.0 / dt / 1e9);
     }
-    let c = *e.counters();
+    let c = e.counters();
     stop.store(true, Ordering::Relaxed);
     match responder.join() {
         Ok(Ok(())) => {}

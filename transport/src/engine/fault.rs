@@ -1,6 +1,8 @@
-//! A seeded fault injector for the engine's send and receive paths: drop,
+//! A seeded fault injector for the send and receive paths: drop,
 //! duplicate, reorder (delay past the next packet) and corrupt, each with
-//! its own rate, deterministic for a given seed and packet sequence.
+//! its own rate, deterministic for a given seed and packet sequence; and
+//! [`Faulty`], a [`UdpDriver`] decorator that applies it (tests and the
+//! benchmark; the production path never goes through it).
 //!
 //! On the send path it runs after the ICRC is written, so a corrupted
 //! packet carries a stale ICRC and the receiver's check must catch it. On
@@ -8,7 +10,15 @@
 //! BTH byte 4 (FECN, BECN, reserved): the ICRC masks that byte, so a flip
 //! there would be no corruption the receiver could (or need) detect.
 
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
+
+use super::endpoint::{RecvMeta, TransmitSink};
+use super::udp::{TxBatch, UdpDriver, TX_SLOT};
+use super::EngineError;
+use crate::qp::Transmit;
 
 /// Rates are probabilities per packet in `[0, 1]`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -289,6 +299,249 @@ impl<T: Copy> DelayLine<T> {
     /// Returns the buffer taken by [`DelayLine::release`].
     pub fn restore(&mut self, buf: Vec<u8>) {
         self.buf = buf;
+    }
+}
+
+/// A [`UdpDriver`] with fault injectors on its send path (between the
+/// endpoint and the send batch) and its receive path (between the
+/// received batch and the handler). Same calls as the driver.
+pub struct Faulty {
+    inner: UdpDriver,
+    tx: Option<TxFaults>,
+    rx: Option<RxFaults>,
+}
+
+/// The send side: the endpoint writes into `scratch`; what the verdict
+/// lets through is copied into the driver's batch.
+struct TxFaults {
+    inj: FaultInjector,
+    /// A held packet: where it goes, its source hint, its corruption.
+    delay: DelayLine<(Transmit, Option<IpAddr>, Option<u64>)>,
+    scratch: Vec<u8>,
+}
+
+struct RxFaults {
+    inj: FaultInjector,
+    delay: DelayLine<RecvMeta>,
+}
+
+impl Faulty {
+    /// Wraps `inner`; a direction whose config is `None` (or can cause no
+    /// fault) passes packets unchanged.
+    pub fn new(inner: UdpDriver, tx: Option<FaultConfig>, rx: Option<FaultConfig>) -> Faulty {
+        let live = |c: Option<FaultConfig>| c.filter(|f| !f.is_none()).map(FaultInjector::new);
+        Faulty {
+            inner,
+            tx: live(tx).map(|inj| TxFaults {
+                inj,
+                delay: DelayLine::new(TX_SLOT),
+                scratch: vec![0; TX_SLOT],
+            }),
+            rx: live(rx).map(|inj| RxFaults {
+                inj,
+                delay: DelayLine::new(TX_SLOT),
+            }),
+        }
+    }
+
+    pub fn inner(&self) -> &UdpDriver {
+        &self.inner
+    }
+
+    /// What the send-path and receive-path injectors did.
+    pub fn counters(&self) -> (FaultCounters, FaultCounters) {
+        (
+            self.tx
+                .as_ref()
+                .map(|f| f.inj.counters())
+                .unwrap_or_default(),
+            self.rx
+                .as_ref()
+                .map(|f| f.inj.counters())
+                .unwrap_or_default(),
+        )
+    }
+
+    /// When a held packet must go at the latest.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let t = self.tx.as_ref().and_then(|f| f.delay.deadline());
+        let r = self.rx.as_ref().and_then(|f| f.delay.deadline());
+        t.into_iter().chain(r).min()
+    }
+
+    /// [`UdpDriver::has_pending`], or a packet held on the send path.
+    pub fn has_pending(&self) -> bool {
+        self.inner.has_pending() || self.tx.as_ref().is_some_and(|f| !f.delay.is_empty())
+    }
+
+    pub fn recv(&mut self) -> Result<usize, EngineError> {
+        self.inner.recv()
+    }
+
+    /// [`UdpDriver::dispatch`] through the receive-path injector.
+    pub fn dispatch(
+        &mut self,
+        now: Instant,
+        mut handle: impl FnMut(&RecvMeta, &mut [u8]),
+    ) -> usize {
+        let Some(f) = &mut self.rx else {
+            return self.inner.dispatch(handle);
+        };
+        let n = self.inner.dispatch(|m, b| f.pass(now, m, b, &mut handle));
+        if f.delay.due(now) {
+            f.release(&mut handle);
+        }
+        n
+    }
+
+    /// [`UdpDriver::transmit`] with the send-path injector between the
+    /// endpoint and the batch.
+    pub fn transmit(
+        &mut self,
+        now: Instant,
+        fill: impl FnOnce(&mut FaultBatch<'_, '_>) -> usize,
+    ) -> usize {
+        let f = self.tx.as_mut();
+        self.inner.transmit(|b| {
+            let mut fb = FaultBatch { inner: b, f, now };
+            fb.release_if_due();
+            fill(&mut fb)
+        })
+    }
+
+    pub fn wait(
+        &self,
+        extra: &[RawFd],
+        writable: bool,
+        timeout: Option<Duration>,
+    ) -> io::Result<bool> {
+        self.inner.wait(extra, writable, timeout)
+    }
+}
+
+impl RxFaults {
+    /// One received packet: judged, then passed on, dropped, doubled or
+    /// held until the next one.
+    fn pass(
+        &mut self,
+        now: Instant,
+        m: &RecvMeta,
+        b: &mut [u8],
+        handle: &mut impl FnMut(&RecvMeta, &mut [u8]),
+    ) {
+        match self.inj.judge(b) {
+            Fate::Drop => return,
+            Fate::Deliver => handle(m, b),
+            Fate::Duplicate => {
+                handle(m, b);
+                handle(m, b);
+            }
+            Fate::Delay => {
+                if !self.delay.hold(b, *m, now) {
+                    self.inj.delay_refused();
+                    handle(m, b);
+                }
+                return;
+            }
+        }
+        self.delay.note_passed();
+        if self.delay.due(now) {
+            self.release(handle);
+        }
+    }
+
+    fn release(&mut self, handle: &mut impl FnMut(&RecvMeta, &mut [u8])) {
+        if let Some((mut buf, len, m)) = self.delay.release() {
+            handle(&m, &mut buf[..len]);
+            self.delay.restore(buf);
+        }
+    }
+}
+
+/// The send batch as [`Faulty`] lends it: packets pass the injector on
+/// their way into the driver's [`TxBatch`].
+pub struct FaultBatch<'a, 'b> {
+    inner: &'a mut TxBatch<'b>,
+    f: Option<&'a mut TxFaults>,
+    now: Instant,
+}
+
+impl FaultBatch<'_, '_> {
+    /// Copies `pkt` into the driver's batch and commits it there; false
+    /// if the batch is full.
+    fn forward(inner: &mut TxBatch<'_>, pkt: &[u8], t: Transmit, src: Option<IpAddr>) -> bool {
+        let Some(buf) = inner.buffer() else {
+            return false;
+        };
+        buf[..pkt.len()].copy_from_slice(pkt);
+        inner.commit(t, src);
+        true
+    }
+
+    /// Sends the held packet, if it is due and there is room.
+    fn release_if_due(&mut self) {
+        let Some(f) = self.f.as_deref_mut() else {
+            return;
+        };
+        if !f.delay.due(self.now) || !self.inner.has_room() {
+            return;
+        }
+        if let Some((buf, len, (t, src, corrupt_with))) = f.delay.release() {
+            Self::forward(self.inner, &buf[..len], t, src);
+            f.delay.restore(buf);
+            if let (Some(r), Some(p)) = (corrupt_with, self.inner.last_mut()) {
+                corrupt(p, r);
+            }
+        }
+    }
+}
+
+impl TransmitSink for FaultBatch<'_, '_> {
+    fn capacity(&self) -> usize {
+        self.inner.capacity()
+    }
+
+    fn has_room(&self) -> bool {
+        self.inner.has_room()
+    }
+
+    fn buffer(&mut self) -> Option<&mut [u8]> {
+        match self.f.as_deref_mut() {
+            None => self.inner.buffer(),
+            Some(f) if self.inner.has_room() => Some(&mut f.scratch[..]),
+            Some(_) => None,
+        }
+    }
+
+    fn commit(&mut self, t: Transmit, src: Option<IpAddr>) {
+        let Some(f) = self.f.as_deref_mut() else {
+            return self.inner.commit(t, src);
+        };
+        let len = t.len.min(f.scratch.len());
+        let v = f.inj.decide();
+        match v.fate {
+            Fate::Drop => return,
+            Fate::Delay => {
+                if f.delay
+                    .hold(&f.scratch[..len], (t, src, v.corrupt), self.now)
+                {
+                    return;
+                }
+                f.inj.delay_refused();
+            }
+            Fate::Deliver | Fate::Duplicate => {}
+        }
+        Self::forward(self.inner, &f.scratch[..len], t, src);
+        // Corrupted after the ICRC was written, so it no longer matches;
+        // a duplicate is copied from the clean packet.
+        if let (Some(r), Some(p)) = (v.corrupt, self.inner.last_mut()) {
+            corrupt(p, r);
+        }
+        if v.fate == Fate::Duplicate && !Self::forward(self.inner, &f.scratch[..len], t, src) {
+            f.inj.duplicate_refused();
+        }
+        f.delay.note_passed();
+        self.release_if_due();
     }
 }
 

@@ -48,7 +48,7 @@
 //! Receivers that can read real IP headers (raw sockets, captures) should
 //! use [`verify`] with the real ID or [`verify_ip_packet`] instead.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::ip::{IpHeader, IpUdp, IPPROTO_UDP, IPV4_DF, IPV4_HDR_LEN, IPV6_HDR_LEN, UDP_HDR_LEN};
 use super::{need, WireError, BTH_LEN, ICRC_LEN};
@@ -250,6 +250,52 @@ pub fn verify_v4_unknown_id(
     // Bytes after the ID field: rest of the IPv4 header (14), UDP (8), ib.
     let after_id = (IPV4_HDR_LEN - 6 + UDP_HDR_LEN + ib.len()) as u32;
     gf2::solve_id(computed ^ found, after_id).ok_or(WireError::BadIcrc { computed, found })
+}
+
+/// How the ICRC of a packet taken from a UDP socket checked out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReceivedIcrc {
+    /// Matches with the IPv4 ID the packet was expected to carry (or IPv6).
+    Valid,
+    /// IPv4: matches only with another, recovered ID (kernel rxe and
+    /// hardware peers pick IDs of their own).
+    ValidOtherId(u16),
+    /// Matches with no ID, or the addresses are of two families.
+    Invalid,
+}
+
+/// The receive policy of a UDP-socket receiver, which does not see the IP
+/// header: `src` and `dst` are the datagram's addresses and ports, `seg`
+/// its segment index within a GRO datagram (0 otherwise). Segment `k > 0`
+/// of a GRO datagram from an rxu GSO sender carries IPv4 ID `k`: that is
+/// checked first, at full 32-bit strength. Anything else (ID 0 on the fast
+/// path, or a peer with IDs of its own) is checked with the ID recovered
+/// from the ICRC ([`verify_v4_unknown_id`]). IPv6 has no ID.
+pub fn verify_received(src: SocketAddr, dst: SocketAddr, seg: u16, pkt: &[u8]) -> ReceivedIcrc {
+    let (sport, dport) = (src.port(), dst.port());
+    match (src.ip(), dst.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let exact = IcrcIp::V4 {
+                src: s,
+                dst: d,
+                id: seg,
+                flags_frag: IPV4_DF,
+            };
+            if seg != 0 && verify(&exact, sport, dport, pkt).is_ok() {
+                return ReceivedIcrc::Valid;
+            }
+            match verify_v4_unknown_id(s, d, IPV4_DF, sport, dport, pkt) {
+                Ok(0) => ReceivedIcrc::Valid,
+                Ok(id) => ReceivedIcrc::ValidOtherId(id),
+                Err(_) => ReceivedIcrc::Invalid,
+            }
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => match verify(&IcrcIp::v6(s, d), sport, dport, pkt) {
+            Ok(()) => ReceivedIcrc::Valid,
+            Err(_) => ReceivedIcrc::Invalid,
+        },
+        _ => ReceivedIcrc::Invalid,
+    }
 }
 
 /// Arithmetic modulo the CRC-32 polynomial in the reflected representation
@@ -474,6 +520,43 @@ mod tests {
 
     const A: Ipv4Addr = Ipv4Addr::new(192, 168, 56, 129);
     const B: Ipv4Addr = Ipv4Addr::new(192, 168, 56, 131);
+
+    #[test]
+    fn received_policy_checks_gro_segment_id_then_recovers() {
+        let (sa, da) = (SocketAddr::from((A, 4791)), SocketAddr::from((B, 4791)));
+        let with_id = |id| {
+            let mut p = sample(64, 7);
+            let ip = IcrcIp::V4 {
+                src: A,
+                dst: B,
+                id,
+                flags_frag: IPV4_DF,
+            };
+            fill_icrc(&ip, 4791, 4791, &mut p).unwrap();
+            p
+        };
+        // ID 0 on the fast path, a GRO segment's own index, a foreign ID.
+        assert_eq!(verify_received(sa, da, 0, &with_id(0)), ReceivedIcrc::Valid);
+        assert_eq!(verify_received(sa, da, 3, &with_id(3)), ReceivedIcrc::Valid);
+        assert_eq!(verify_received(sa, da, 3, &with_id(0)), ReceivedIcrc::Valid);
+        assert_eq!(
+            verify_received(sa, da, 0, &with_id(0x1234)),
+            ReceivedIcrc::ValidOtherId(0x1234)
+        );
+        let mut bad = with_id(0);
+        bad[20] ^= 1;
+        assert_eq!(verify_received(sa, da, 0, &bad), ReceivedIcrc::Invalid);
+        // Mixed families never match.
+        let v6 = SocketAddr::from((Ipv6Addr::LOCALHOST, 4791));
+        assert_eq!(
+            verify_received(sa, v6, 0, &with_id(0)),
+            ReceivedIcrc::Invalid
+        );
+        let mut p6 = sample(64, 9);
+        let ip6 = IcrcIp::v6(Ipv6Addr::LOCALHOST, Ipv6Addr::LOCALHOST);
+        fill_icrc(&ip6, 4791, 4791, &mut p6).unwrap();
+        assert_eq!(verify_received(v6, v6, 0, &p6), ReceivedIcrc::Valid);
+    }
 
     #[test]
     fn lrh_standin_constant() {

@@ -1,19 +1,79 @@
 //! Helpers shared by the engine integration tests: engines on loopback
-//! addresses, QP bring-up, two engines on two threads, deadlines, a small
-//! deterministic random generator.
+//! addresses with the test's CQs, QP bring-up, two engines on two
+//! threads, deadlines, a small deterministic random generator.
 #![allow(dead_code)]
 
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use transport::engine::{Engine, EngineConfig, QpSpec};
-use transport::qp::{access, BufferMemory, Mtu, QpAttr, QpState, QpType};
+use transport::qp::{access, BufferMemory, Completion, Mtu, QpAttr, QpState, QpType};
 use transport::Psn;
 
-pub type Eng = Engine<BufferMemory>;
+/// An engine and the test's completion queues: the engine hands over
+/// completions tagged with their CQ, and they wait here, per CQ, until
+/// the test polls that CQ. Everything else is the engine's.
+pub struct Eng {
+    engine: Engine<BufferMemory>,
+    cqs: HashMap<u32, VecDeque<Completion>>,
+}
+
+impl Deref for Eng {
+    type Target = Engine<BufferMemory>;
+    fn deref(&self) -> &Self::Target {
+        &self.engine
+    }
+}
+
+impl DerefMut for Eng {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.engine
+    }
+}
+
+impl Eng {
+    /// Sorts what the engine completed into the CQs.
+    fn collect(&mut self) {
+        while let Some((cq, c)) = self.engine.poll_completion() {
+            self.cqs.entry(cq).or_default().push_back(c);
+        }
+    }
+
+    /// Takes up to `max` completions from CQ `cq`.
+    pub fn poll_cq(&mut self, cq: u32, max: usize) -> Vec<Completion> {
+        self.collect();
+        let q = self.cqs.entry(cq).or_default();
+        let n = max.min(q.len());
+        q.drain(..n).collect()
+    }
+
+    /// Takes completions from CQ `cq` into `out` (no allocation once the
+    /// queues have grown); returns how many.
+    pub fn poll_cq_into(&mut self, cq: u32, out: &mut [Completion]) -> usize {
+        self.collect();
+        let q = self.cqs.entry(cq).or_default();
+        let n = out.len().min(q.len());
+        for (o, c) in out.iter_mut().zip(q.drain(..n)) {
+            *o = c;
+        }
+        n
+    }
+
+    /// Completions waiting in CQ `cq`.
+    pub fn cq_len(&mut self, cq: u32) -> usize {
+        self.collect();
+        self.cqs.get(&cq).map_or(0, VecDeque::len)
+    }
+
+    pub fn into_memory(self) -> BufferMemory {
+        self.engine.into_memory()
+    }
+}
 
 pub const SEND_CQ: u32 = 1;
 pub const RECV_CQ: u32 = 2;
@@ -44,7 +104,11 @@ pub fn engine(addr: &str, tweak: impl FnOnce(&mut EngineConfig)) -> Eng {
     let mut cfg = EngineConfig::new(a);
     cfg.spin = Duration::from_micros(20);
     tweak(&mut cfg);
-    Engine::new(cfg, BufferMemory::new()).unwrap_or_else(|e| panic!("engine on {addr}: {e}"))
+    Eng {
+        engine: Engine::new(cfg, BufferMemory::new())
+            .unwrap_or_else(|e| panic!("engine on {addr}: {e}")),
+        cqs: HashMap::new(),
+    }
 }
 
 pub fn spec(t: QpType) -> QpSpec {

@@ -1,0 +1,556 @@
+//! The sans-IO endpoint: every QP of a device, their SRQs and timers, the
+//! demultiplexing of packets to QPs and the receive-side ICRC policy. No
+//! sockets, no system calls: datagrams come in as bytes with a
+//! [`RecvMeta`], packets go out into a [`TransmitSink`], completions go
+//! to a [`CqSink`] the moment a QP produces them.
+//!
+//! Families (as quinn-proto's `Endpoint`/`Connection`):
+//! - `handle_*`: [`Endpoint::handle_datagram`], [`Endpoint::handle_timeout`];
+//! - verbs: create / modify / destroy QPs and SRQs, post WQEs;
+//! - `poll_*`: [`Endpoint::poll_transmit`], [`Endpoint::poll_timeout`],
+//!   [`Endpoint::poll_event`].
+//!
+//! Every call that can run a QP takes the [`CqSink`], so a completion
+//! leaves the endpoint in the call that made it (as rxe's completer and
+//! responder call `rxe_cq_post()`): the owner of the CQ keeps the only
+//! queue, and anything it queues itself lands in order by construction.
+
+#![forbid(unsafe_code)]
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::time::Instant;
+
+use super::{EngineCounters, EngineError, QpSpec};
+use crate::qp::{
+    Completion, CqSide, Env, Memory, Qp, QpAttr, QpConfig, QpEvent, QpTuning, RecvSource, RecvWqe,
+    RxMeta, SendWqe, Transmit,
+};
+use crate::wire::icrc::{self, ReceivedIcrc};
+use crate::wire::Packet;
+
+/// What the driver knows about one received packet (the UDP payload).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecvMeta {
+    /// The sender's address and port.
+    pub src: SocketAddr,
+    /// The local address it was sent to (IP_PKTINFO, or the bound
+    /// address); None if the socket did not say.
+    pub dst: Option<IpAddr>,
+    /// The local UDP port it was sent to.
+    pub dst_port: u16,
+    /// IPv4 TOS / IPv6 traffic class, TTL / hop limit, when reported.
+    pub tos: Option<u8>,
+    pub ttl: Option<u8>,
+    /// Segment index within a GRO datagram (0 otherwise): an rxu GSO
+    /// sender gave segment `k` the IPv4 ID `k`.
+    pub seg: u16,
+}
+
+/// The owner of the completion queues: takes each completion, tagged
+/// with the CQ its QP names for that side, as the QP produces it.
+pub trait CqSink {
+    fn post(&mut self, cq: u32, c: Completion);
+}
+
+/// One FIFO of tagged completions (the convenience loop and tests).
+impl CqSink for VecDeque<(u32, Completion)> {
+    fn post(&mut self, cq: u32, c: Completion) {
+        self.push_back((cq, c));
+    }
+}
+
+/// Where [`Endpoint::poll_transmit`] writes packets: the driver's send
+/// batch. The endpoint asks for a buffer, lets a QP write one packet into
+/// it (BTH .. pad, room for the ICRC) and commits it; the sink adds the
+/// IP-level facts (addresses, GSO grouping, the ICRC over them).
+pub trait TransmitSink {
+    /// Packets one batch holds (bounds each QP's burst).
+    fn capacity(&self) -> usize;
+    /// Whether [`TransmitSink::buffer`] would give a buffer.
+    fn has_room(&self) -> bool;
+    /// The buffer for the next packet, None when the batch is full.
+    fn buffer(&mut self) -> Option<&mut [u8]>;
+    /// The packet just written into the last [`TransmitSink::buffer`];
+    /// `src`: the QP's source address, if it has one (see
+    /// [`Endpoint::set_qp_source`]).
+    fn commit(&mut self, t: Transmit, src: Option<IpAddr>);
+}
+
+/// A shared receive queue: receive WQEs any of its QPs may take.
+#[derive(Debug)]
+struct Srq {
+    q: VecDeque<RecvWqe>,
+    max: usize,
+}
+
+impl RecvSource for Srq {
+    fn pop(&mut self) -> Option<RecvWqe> {
+        self.q.pop_front()
+    }
+}
+
+struct QpSlot {
+    qp: Qp,
+    send_cq: u32,
+    recv_cq: u32,
+    srq: Option<u32>,
+    /// The deadline we have a heap entry for.
+    armed: Option<Instant>,
+    /// In the transmit queue.
+    queued: bool,
+    /// Source address of its packets when the driver is bound to a
+    /// wildcard: set by [`Endpoint::set_qp_source`], else learnt from the
+    /// destination of the packets it receives.
+    src: Option<IpAddr>,
+    src_pinned: bool,
+}
+
+/// Largest QPN + 1.
+const QPN_SPACE: u32 = 1 << 24;
+
+/// The QPs of one device and everything between them and the wire bytes.
+/// See the module documentation.
+pub struct Endpoint<M: Memory> {
+    mem: M,
+    qps: HashMap<u32, QpSlot>,
+    srqs: HashMap<u32, Srq>,
+    events: VecDeque<(u32, QpEvent)>,
+    timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    /// QPs with packets to send, in turn.
+    active: VecDeque<u32>,
+    /// Scratch for the QPs whose timers fire.
+    due: Vec<u32>,
+    next_qpn: u32,
+    next_srq: u32,
+    /// Local addresses packets are accepted for (None: any).
+    accept: Option<Vec<IpAddr>>,
+    counters: EngineCounters,
+}
+
+impl<M: Memory> Endpoint<M> {
+    /// An endpoint whose QPs reach `mem`; QP numbers start at `first_qpn`.
+    pub fn new(first_qpn: u32, mem: M) -> Result<Endpoint<M>, EngineError> {
+        if first_qpn >= QPN_SPACE {
+            return Err(EngineError::Config("first_qpn must be below 2^24"));
+        }
+        Ok(Endpoint {
+            mem,
+            qps: HashMap::new(),
+            srqs: HashMap::new(),
+            events: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            active: VecDeque::new(),
+            due: Vec::new(),
+            next_qpn: first_qpn.max(2),
+            next_srq: 1,
+            accept: None,
+            counters: EngineCounters::default(),
+        })
+    }
+
+    // ------------------------------------------------------------ getters
+
+    pub fn memory(&self) -> &M {
+        &self.mem
+    }
+
+    pub fn memory_mut(&mut self) -> &mut M {
+        &mut self.mem
+    }
+
+    pub fn into_memory(self) -> M {
+        self.mem
+    }
+
+    /// What the endpoint counted: parse, ICRC, demux and timer counters
+    /// (the driver counts the I/O ones).
+    pub fn counters(&self) -> &EngineCounters {
+        &self.counters
+    }
+
+    /// The QP (for its state and counters).
+    pub fn qp(&self, qpn: u32) -> Option<&Qp> {
+        self.qps.get(&qpn).map(|s| &s.qp)
+    }
+
+    /// QP numbers in use.
+    pub fn qpns(&self) -> impl Iterator<Item = u32> + '_ {
+        self.qps.keys().copied()
+    }
+
+    /// Receive WQEs waiting in an SRQ.
+    pub fn srq_len(&self, srq: u32) -> Option<usize> {
+        self.srqs.get(&srq).map(|s| s.q.len())
+    }
+
+    /// Some QP has packets to send.
+    pub fn has_transmit(&self) -> bool {
+        !self.active.is_empty()
+    }
+
+    // ---------------------------------------------------------------- QPs
+
+    /// Creates a QP (in RESET) and returns its number.
+    pub fn create_qp(&mut self, spec: QpSpec) -> Result<u32, EngineError> {
+        if let Some(s) = spec.srq {
+            if !self.srqs.contains_key(&s) {
+                return Err(EngineError::NoSrq(s));
+            }
+        }
+        let qpn = self.alloc_qpn()?;
+        let qp = Qp::new(QpConfig {
+            qpn,
+            qp_type: spec.qp_type,
+            pd: spec.pd,
+            srq: spec.srq,
+            sq_sig_all: spec.sq_sig_all,
+            max_send_wr: spec.max_send_wr,
+            max_recv_wr: spec.max_recv_wr,
+        });
+        self.qps.insert(
+            qpn,
+            QpSlot {
+                qp,
+                send_cq: spec.send_cq,
+                recv_cq: spec.recv_cq,
+                srq: spec.srq,
+                armed: None,
+                queued: false,
+                src: None,
+                src_pinned: false,
+            },
+        );
+        Ok(qpn)
+    }
+
+    fn alloc_qpn(&mut self) -> Result<u32, EngineError> {
+        // At most one full turn of the 24-bit space.
+        for _ in 0..QPN_SPACE {
+            let q = self.next_qpn;
+            self.next_qpn = if q + 1 >= QPN_SPACE - 1 { 2 } else { q + 1 };
+            if (2..QPN_SPACE - 1).contains(&q) && !self.qps.contains_key(&q) {
+                return Ok(q);
+            }
+        }
+        Err(EngineError::QpnExhausted)
+    }
+
+    /// Replaces a QP's transport tuning (window, ACK interval, ...).
+    pub fn set_qp_tuning(
+        &mut self,
+        qpn: u32,
+        t: QpTuning,
+        cqs: &mut impl CqSink,
+    ) -> Result<(), EngineError> {
+        let slot = self.qps.get_mut(&qpn).ok_or(EngineError::NoQp(qpn))?;
+        slot.qp.set_tuning(t);
+        self.after_activity(qpn, cqs);
+        Ok(())
+    }
+
+    /// The source address of a QP's packets (its GID's address) when the
+    /// driver is bound to a wildcard address; without it the driver uses
+    /// the address the QP's peer last sent to, or the route's source.
+    pub fn set_qp_source(&mut self, qpn: u32, addr: IpAddr) -> Result<(), EngineError> {
+        let slot = self.qps.get_mut(&qpn).ok_or(EngineError::NoQp(qpn))?;
+        slot.src = Some(addr);
+        slot.src_pinned = true;
+        Ok(())
+    }
+
+    /// Accept packets only when sent to one of `addrs` (the device's GIDs
+    /// on a wildcard-bound driver); `None` accepts any local address.
+    pub fn set_local_addrs(&mut self, addrs: Option<&[IpAddr]>) {
+        self.accept = addrs.map(<[IpAddr]>::to_vec);
+    }
+
+    pub fn modify_qp(
+        &mut self,
+        qpn: u32,
+        attr: &QpAttr,
+        cqs: &mut impl CqSink,
+    ) -> Result<(), EngineError> {
+        let slot = self.qps.get_mut(&qpn).ok_or(EngineError::NoQp(qpn))?;
+        let r = slot.qp.modify(attr);
+        self.after_activity(qpn, cqs);
+        r.map_err(EngineError::from)
+    }
+
+    /// Destroys a QP. Completions it already produced go to `cqs` first.
+    pub fn destroy_qp(&mut self, qpn: u32, cqs: &mut impl CqSink) -> Result<(), EngineError> {
+        if !self.qps.contains_key(&qpn) {
+            return Err(EngineError::NoQp(qpn));
+        }
+        self.after_activity(qpn, cqs);
+        self.qps.remove(&qpn);
+        self.active.retain(|&q| q != qpn);
+        Ok(())
+    }
+
+    pub fn post_send(
+        &mut self,
+        qpn: u32,
+        wqe: SendWqe,
+        cqs: &mut impl CqSink,
+    ) -> Result<(), EngineError> {
+        let slot = self.qps.get_mut(&qpn).ok_or(EngineError::NoQp(qpn))?;
+        let r = slot.qp.post_send(wqe);
+        self.after_activity(qpn, cqs);
+        r.map_err(EngineError::from)
+    }
+
+    pub fn post_recv(
+        &mut self,
+        qpn: u32,
+        wqe: RecvWqe,
+        cqs: &mut impl CqSink,
+    ) -> Result<(), EngineError> {
+        let slot = self.qps.get_mut(&qpn).ok_or(EngineError::NoQp(qpn))?;
+        let r = slot.qp.post_recv(wqe);
+        self.after_activity(qpn, cqs);
+        r.map_err(EngineError::from)
+    }
+
+    // --------------------------------------------------------------- SRQs
+
+    /// Creates an SRQ holding at most `max_wr` receive WQEs.
+    pub fn create_srq(&mut self, max_wr: u32) -> u32 {
+        let mut id = self.next_srq;
+        // Bounded: fewer SRQs exist than u32 values.
+        for _ in 0..=self.srqs.len() {
+            if !self.srqs.contains_key(&id) && id != 0 {
+                break;
+            }
+            id = id.wrapping_add(1);
+        }
+        self.next_srq = id.wrapping_add(1);
+        self.srqs.insert(
+            id,
+            Srq {
+                q: VecDeque::new(),
+                max: max_wr as usize,
+            },
+        );
+        id
+    }
+
+    pub fn post_srq_recv(&mut self, srq: u32, wqe: RecvWqe) -> Result<(), EngineError> {
+        let s = self.srqs.get_mut(&srq).ok_or(EngineError::NoSrq(srq))?;
+        if s.q.len() >= s.max {
+            return Err(EngineError::SrqFull(srq));
+        }
+        s.q.push_back(wqe);
+        Ok(())
+    }
+
+    /// Destroys an SRQ; its QPs find no receive WQEs from then on.
+    pub fn destroy_srq(&mut self, srq: u32) -> Result<(), EngineError> {
+        self.srqs
+            .remove(&srq)
+            .map(|_| ())
+            .ok_or(EngineError::NoSrq(srq))
+    }
+
+    // ------------------------------------------------------------- events
+
+    /// The next asynchronous QP event.
+    pub fn poll_event(&mut self) -> Option<(u32, QpEvent)> {
+        self.events.pop_front()
+    }
+
+    // ------------------------------------------------------------ receive
+
+    /// Verifies and dispatches one RoCE packet (the UDP payload). Bad
+    /// packets are counted and dropped; nothing from the network panics.
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        meta: &RecvMeta,
+        buf: &[u8],
+        cqs: &mut impl CqSink,
+    ) {
+        let pkt = match Packet::parse(buf) {
+            Ok(p) => p,
+            Err(_) => {
+                self.counters.parse_errors += 1;
+                return;
+            }
+        };
+        let Some(dst) = meta.dst else {
+            self.counters.truncated += 1;
+            return;
+        };
+        if let Some(acc) = &self.accept {
+            if !acc.contains(&dst) {
+                self.counters.not_local += 1;
+                return;
+            }
+        }
+        let to = SocketAddr::new(dst, meta.dst_port);
+        match icrc::verify_received(meta.src, to, meta.seg, buf) {
+            ReceivedIcrc::Valid => {}
+            ReceivedIcrc::ValidOtherId(_) => self.counters.icrc_nonzero_id += 1,
+            ReceivedIcrc::Invalid => {
+                self.counters.icrc_errors += 1;
+                return;
+            }
+        }
+        let qpn = pkt.hdr.bth.dest_qpn;
+        let Some(slot) = self.qps.get_mut(&qpn) else {
+            self.counters.unknown_qp += 1;
+            return;
+        };
+        if !slot.src_pinned {
+            slot.src = Some(dst);
+        }
+        let rx = RxMeta {
+            src: meta.src.ip(),
+            src_port: meta.src.port(),
+            dst,
+            tos: meta.tos.unwrap_or(0),
+            ttl: meta.ttl.unwrap_or(64),
+        };
+        let srq = slot
+            .srq
+            .and_then(|id| self.srqs.get_mut(&id))
+            .map(|s| s as &mut dyn RecvSource);
+        let mut env = Env {
+            mem: &mut self.mem,
+            srq,
+        };
+        slot.qp.handle_packet(now, &pkt, &rx, &mut env);
+        self.after_activity(qpn, cqs);
+    }
+
+    // ------------------------------------------------------------- timers
+
+    /// The earliest QP deadline (may be one that was re-armed later: an
+    /// early wake-up finds nothing due).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse((t, _))| *t)
+    }
+
+    /// Fires the QP timers due at `now`; returns how many fired.
+    pub fn handle_timeout(&mut self, now: Instant, cqs: &mut impl CqSink) -> usize {
+        self.due.clear();
+        while let Some(&Reverse((t, qpn))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            if let Some(slot) = self.qps.get_mut(&qpn) {
+                if slot.armed == Some(t) {
+                    slot.armed = None;
+                    self.due.push(qpn);
+                }
+            }
+        }
+        let mut fired = 0;
+        for i in 0..self.due.len() {
+            let qpn = self.due[i];
+            let Some(slot) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            let srq = slot
+                .srq
+                .and_then(|id| self.srqs.get_mut(&id))
+                .map(|s| s as &mut dyn RecvSource);
+            let mut env = Env {
+                mem: &mut self.mem,
+                srq,
+            };
+            slot.qp.handle_timeout(now, &mut env);
+            fired += 1;
+            self.after_activity(qpn, cqs);
+        }
+        self.counters.timer_fires += fired as u64;
+        // Keep stale heap entries in check.
+        if self.timers.len() > 1024 + 8 * self.qps.len() {
+            self.timers = self
+                .qps
+                .iter()
+                .filter_map(|(&q, s)| s.armed.map(|t| Reverse((t, q))))
+                .collect();
+        }
+        fired
+    }
+
+    // ----------------------------------------------------------- transmit
+
+    /// Fills `out` from the QPs with packets to send, in turn, each a
+    /// burst of at most one batch; returns how many packets they made.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        out: &mut impl TransmitSink,
+        cqs: &mut impl CqSink,
+    ) -> usize {
+        let mut produced = 0;
+        let cap = out.capacity();
+        // Every turn removes a QP from the queue (it returns only through
+        // after_activity), so the loop ends.
+        for _ in 0..cap + self.qps.len() {
+            if !out.has_room() {
+                break;
+            }
+            let Some(qpn) = self.active.pop_front() else {
+                break;
+            };
+            let Some(slot) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            slot.queued = false;
+            let srq = slot
+                .srq
+                .and_then(|id| self.srqs.get_mut(&id))
+                .map(|s| s as &mut dyn RecvSource);
+            let mut env = Env {
+                mem: &mut self.mem,
+                srq,
+            };
+            for _ in 0..cap {
+                let Some(buf) = out.buffer() else {
+                    break;
+                };
+                let Some(t) = slot.qp.poll_transmit(now, &mut env, buf) else {
+                    break;
+                };
+                produced += 1;
+                out.commit(t, slot.src);
+            }
+            self.after_activity(qpn, cqs);
+        }
+        produced
+    }
+
+    /// Collects what a QP produced after any call into it: completions to
+    /// their CQs, events, its timer, its place in the transmit queue.
+    fn after_activity(&mut self, qpn: u32, cqs: &mut impl CqSink) {
+        let Some(slot) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        while let Some(c) = slot.qp.poll_completion() {
+            let cq = match c.side {
+                CqSide::Send => slot.send_cq,
+                CqSide::Recv => slot.recv_cq,
+            };
+            cqs.post(cq, c);
+        }
+        while let Some(e) = slot.qp.poll_event() {
+            self.events.push_back((qpn, e));
+        }
+        let t = slot.qp.poll_timeout();
+        if t != slot.armed {
+            slot.armed = t;
+            if let Some(t) = t {
+                self.timers.push(Reverse((t, qpn)));
+            }
+        }
+        if !slot.queued && slot.qp.has_transmit() {
+            slot.queued = true;
+            self.active.push_back(qpn);
+        }
+    }
+}
