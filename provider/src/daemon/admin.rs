@@ -35,7 +35,7 @@ impl Device {
                     .map(|q| QpStatus {
                         qpn: q.qpn,
                         qp_type: q.qp_type as u8,
-                        state: self.engine.qp(q.qpn).map_or(0, |e| e.state() as u8),
+                        state: self.endpoint.qp(q.qpn).map_or(0, |e| e.state() as u8),
                         dest_qpn: q.attr.dest_qp_num,
                         dest: if q.attr.ah.dgid == [0; 16] {
                             String::new()
@@ -55,8 +55,8 @@ impl Device {
     }
 
     pub(super) fn stats(&self) -> Response {
-        let e = self.engine.counters();
-        let m = self.engine.memory().stats();
+        let e = self.engine_counters();
+        let m = self.endpoint.memory().stats();
         let d = &self.counters;
         let mut device = vec![
             counter("sent_pkts", e.sent_pkts),
@@ -129,7 +129,7 @@ impl Device {
         let qps = qpns
             .into_iter()
             .filter_map(|qpn| {
-                let c = self.engine.qp(qpn)?.counters();
+                let c = self.endpoint.qp(qpn)?.counters();
                 Some((
                     qpn,
                     vec![

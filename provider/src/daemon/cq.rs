@@ -1,11 +1,20 @@
 //! Completion queues: create / resize / destroy, and delivery of
-//! completions from the engine into the CQ rings, with a per-CQ backlog
-//! while a ring is full, overrun detection and completion-channel
-//! notification of armed CQs.
+//! completions into the CQ rings, with a per-CQ backlog while a ring is
+//! full, overrun detection and completion-channel notification of armed
+//! CQs.
+//!
+//! A CQ has one queue: its ring, and the backlog behind it. The endpoint
+//! posts each completion there in the call that produced it
+//! ([`DeviceCqs`], [`SessionCqs`]: rxe's `rxe_cq_post()`), and the
+//! daemon's own error entries ([`push_own`]) join the same FIFO, so they
+//! are in order by construction. A delivery pass per turn
+//! ([`deliver_cq`]) moves the backlog on, notifies the channel once and
+//! detects overruns.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::os::fd::{AsFd, OwnedFd};
 
+use transport::engine::CqSink;
 use transport::qp::{wc_flags, Completion};
 
 use crate::proto::abi::{Cqe, CQE_SIZE};
@@ -13,16 +22,13 @@ use crate::proto::Response;
 use crate::ring::Ring;
 use crate::verbs;
 
-use super::device::{refuse, DaemonCounters, Device, Handled, Refused, Reply, EMPTY_COMPLETION};
-use super::session::{event, Cq};
+use super::device::{refuse, DaemonCounters, Device, Handled, Refused, Reply};
+use super::session::{event, Cq, Session};
 use super::sys;
 
 /// Arm values the client stores in a CQ ring's consumer-flag word.
 const ARM_NEXT: u32 = 1;
 const ARM_SOLICITED: u32 = 2;
-
-/// Completions taken from the engine per CQ per pass.
-const BATCH: usize = 64;
 
 /// The CQ entry of a transport completion.
 pub fn cqe_of(c: &Completion) -> Cqe {
@@ -86,16 +92,86 @@ fn backlog_cap(cq: &Cq) -> usize {
     (cq.cqe as usize).saturating_mul(2).max(1024)
 }
 
-/// Moves the backlog and then the engine's completions of `cq` into its
-/// ring, notifies the channel if armed, and flags an overrun.
-pub fn deliver_cq(
-    engine: &mut transport::engine::Engine<crate::mem::DeviceMemory>,
-    cq: &mut Cq,
-    buf: &mut Vec<Completion>,
-    counters: &mut DaemonCounters,
-) -> Delivered {
-    let mut d = Delivered::default();
-    let mut wake = false;
+/// Appends a completion the endpoint produced: to the ring, or behind the
+/// backlog (dropped beyond its cap). The channel hears of it in the next
+/// delivery pass.
+fn post_completion(cq: &mut Cq, c: &Completion, counters: &mut DaemonCounters) {
+    let e = cqe_of(c);
+    if cq.backlog.is_empty() && push(cq, &e) {
+        cq.wake |= may_be_solicited(&e);
+    } else if cq.backlog.len() < backlog_cap(cq) {
+        cq.backlog.push_back(e);
+    } else {
+        counters.cqes_dropped += 1;
+        return;
+    }
+    cq.posted += 1;
+    counters.cqes_delivered += 1;
+}
+
+/// Every client's CQs as the endpoint's completion sink (the data path
+/// and control requests).
+pub struct DeviceCqs<'a> {
+    sessions: &'a mut BTreeMap<u32, Session>,
+    owner: &'a HashMap<u32, (u32, u32)>,
+    counters: &'a mut DaemonCounters,
+}
+
+impl<'a> DeviceCqs<'a> {
+    pub fn new(
+        sessions: &'a mut BTreeMap<u32, Session>,
+        owner: &'a HashMap<u32, (u32, u32)>,
+        counters: &'a mut DaemonCounters,
+    ) -> DeviceCqs<'a> {
+        DeviceCqs {
+            sessions,
+            owner,
+            counters,
+        }
+    }
+}
+
+impl CqSink for DeviceCqs<'_> {
+    fn post(&mut self, cq: u32, c: Completion) {
+        // A CQ destroyed with its client takes nothing more.
+        let Some(&(sid, h)) = self.owner.get(&cq) else {
+            return;
+        };
+        if let Some(cq) = self.sessions.get_mut(&sid).and_then(|s| s.cqs.get_mut(&h)) {
+            post_completion(cq, &c, self.counters);
+        }
+    }
+}
+
+/// One client's CQs as the endpoint's completion sink, while its QPs'
+/// rings are being read (a QP completes only on its own client's CQs).
+pub struct SessionCqs<'a> {
+    pub id: u32,
+    pub cqs: &'a mut BTreeMap<u32, Cq>,
+    pub owner: &'a HashMap<u32, (u32, u32)>,
+    pub counters: &'a mut DaemonCounters,
+}
+
+impl CqSink for SessionCqs<'_> {
+    fn post(&mut self, cq: u32, c: Completion) {
+        let Some(&(sid, h)) = self.owner.get(&cq) else {
+            return;
+        };
+        if let Some(cq) = self.cqs.get_mut(&h).filter(|_| sid == self.id) {
+            post_completion(cq, &c, self.counters);
+        }
+    }
+}
+
+/// One delivery pass over `cq`: moves the backlog into the ring, notifies
+/// the channel if armed and anything arrived since the last pass, and
+/// flags an overrun.
+pub fn deliver_cq(cq: &mut Cq, counters: &mut DaemonCounters) -> Delivered {
+    let mut d = Delivered {
+        moved: std::mem::take(&mut cq.posted),
+        overrun: false,
+    };
+    let mut wake = std::mem::take(&mut cq.wake);
     // Bounded by the backlog's length.
     while let Some(&e) = cq.backlog.front() {
         if !push(cq, &e) {
@@ -104,30 +180,8 @@ pub fn deliver_cq(
         wake |= may_be_solicited(&e);
         cq.backlog.pop_front();
         d.moved += 1;
+        counters.cqes_delivered += 1;
     }
-    if engine.cq_len(cq.id) > 0 {
-        buf.resize(BATCH, EMPTY_COMPLETION);
-        // Bounded: each round takes up to BATCH of a finite queue.
-        for _ in 0..=engine.cq_len(cq.id) / BATCH {
-            let n = engine.poll_cq_into(cq.id, buf);
-            if n == 0 {
-                break;
-            }
-            for c in &buf[..n] {
-                let e = cqe_of(c);
-                if cq.backlog.is_empty() && push(cq, &e) {
-                    wake |= may_be_solicited(&e);
-                    d.moved += 1;
-                } else if cq.backlog.len() < backlog_cap(cq) {
-                    cq.backlog.push_back(e);
-                    d.moved += 1;
-                } else {
-                    counters.cqes_dropped += 1;
-                }
-            }
-        }
-    }
-    counters.cqes_delivered += d.moved as u64;
     if cq.backlog.len() > cq.cqe as usize {
         if !cq.overrun {
             cq.overrun = true;
@@ -222,8 +276,11 @@ impl Device {
                 backlog: VecDeque::new(),
                 channel,
                 overrun: false,
+                posted: 0,
+                wake: false,
             },
         );
+        self.cq_owner.insert(cq_id, (id, h));
         Ok(Reply::with_fds(
             Response::Cq {
                 cq: h,
@@ -292,9 +349,8 @@ impl Device {
         if s.cq_in_use(h) {
             return refuse(libc::EBUSY, format!("CQ {h} still has QPs"));
         }
-        let cq = s.cqs.remove(&h);
-        if let Some(cq) = cq {
-            self.drain_engine_cq(cq.id);
+        if let Some(cq) = s.cqs.remove(&h) {
+            self.cq_owner.remove(&cq.id);
         }
         Ok(Reply::ok(Response::Ok))
     }
@@ -302,11 +358,10 @@ impl Device {
     /// One delivery pass over every CQ: returns how many entries moved.
     pub(super) fn deliver_cqs(&mut self) -> usize {
         let mut moved = 0;
-        let mut buf = std::mem::take(&mut self.comps);
         for s in self.sessions.values_mut() {
             let mut overruns = Vec::new();
             for cq in s.cqs.values_mut() {
-                let d = deliver_cq(&mut self.engine, cq, &mut buf, &mut self.counters);
+                let d = deliver_cq(cq, &mut self.counters);
                 moved += d.moved;
                 if d.overrun {
                     overruns.push(cq.user_handle);
@@ -319,7 +374,6 @@ impl Device {
                 }
             }
         }
-        self.comps = buf;
         moved
     }
 }

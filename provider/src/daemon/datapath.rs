@@ -1,21 +1,25 @@
-//! The fast path between the rings and the engine: take posted WQEs from
-//! SQ / RQ / SRQ rings (checked slot by slot), hand completions to the CQ
-//! rings, deliver async events, and the rings' sleep protocol.
+//! The fast path between the rings and the transport: one turn of the
+//! data path ([`Device::pump`]), taking posted WQEs from SQ / RQ / SRQ
+//! rings (checked slot by slot), delivery passes over the CQ rings, async
+//! events, and the rings' sleep protocol.
 //!
 //! Back-pressure instead of loss: a WQE stays in its ring while the
-//! engine's queue for it is full or the CQ its completion would go to
+//! endpoint's queue for it is full or the CQ its completion would go to
 //! has a backlog; the client then finds its ring full and gets ENOMEM
 //! from post, as with a full hardware queue.
 
-use transport::engine::{Engine, EngineError};
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use transport::engine::{Endpoint, EngineError};
 use transport::qp::{QpError, QpEvent, QpState, SendOp, WcOpcode, WcStatus};
 
 use crate::mem::DeviceMemory;
 use crate::proto::abi::Cqe;
 use crate::ring::{Consumer, RingError};
 
-use super::cq::{deliver_cq, push_own};
-use super::device::Device;
+use super::cq::{push_own, DeviceCqs, SessionCqs};
+use super::device::{DaemonCounters, Device};
 use super::log::{debug, warning};
 use super::session::{event, Cq, Qp, Session, Srq};
 use super::wqe::{self, BadWqe, SqLimits};
@@ -55,16 +59,12 @@ fn wc_opcode_of(op: &SendOp) -> WcOpcode {
     }
 }
 
-fn cq_clear(cqs: &std::collections::BTreeMap<u32, Cq>, h: u32) -> bool {
+fn cq_clear(cqs: &BTreeMap<u32, Cq>, h: u32) -> bool {
     cqs.get(&h).is_some_and(|c| c.backlog.is_empty())
 }
 
 /// The SQ may not be read now (its WQE could not be accepted).
-fn sq_blocked(
-    e: &Engine<DeviceMemory>,
-    qp: &Qp,
-    cqs: &std::collections::BTreeMap<u32, Cq>,
-) -> bool {
+fn sq_blocked(e: &Endpoint<DeviceMemory>, qp: &Qp, cqs: &BTreeMap<u32, Cq>) -> bool {
     qp.broken
         || !cq_clear(cqs, qp.send_cq)
         || e.qp(qp.qpn).is_none_or(|q| {
@@ -72,11 +72,7 @@ fn sq_blocked(
         })
 }
 
-fn rq_blocked(
-    e: &Engine<DeviceMemory>,
-    qp: &Qp,
-    cqs: &std::collections::BTreeMap<u32, Cq>,
-) -> bool {
+fn rq_blocked(e: &Endpoint<DeviceMemory>, qp: &Qp, cqs: &BTreeMap<u32, Cq>) -> bool {
     qp.broken
         || !cq_clear(cqs, qp.recv_cq)
         || e.qp(qp.qpn).is_none_or(|q| {
@@ -84,7 +80,7 @@ fn rq_blocked(
         })
 }
 
-fn srq_blocked(e: &Engine<DeviceMemory>, srq: &Srq) -> bool {
+fn srq_blocked(e: &Endpoint<DeviceMemory>, srq: &Srq) -> bool {
     srq.broken || e.srq_len(srq.id).is_none_or(|n| n >= srq.max_wr as usize)
 }
 
@@ -100,9 +96,9 @@ fn take(ring: &mut Consumer, buf: &mut [u8]) -> Result<Option<usize>, RingError>
 }
 
 fn consume_sq(
-    e: &mut Engine<DeviceMemory>,
+    e: &mut Endpoint<DeviceMemory>,
     qp: &mut Qp,
-    cqs: &std::collections::BTreeMap<u32, Cq>,
+    cqs: &mut SessionCqs<'_>,
     (ipv6, dual): (bool, bool),
     buf: &mut [u8],
     bad: &mut Vec<Bad>,
@@ -116,7 +112,7 @@ fn consume_sq(
         dual,
     };
     let mut n = 0;
-    while n < BUDGET && !sq_blocked(e, qp, cqs) {
+    while n < BUDGET && !sq_blocked(e, qp, cqs.cqs) {
         let Some(len) = take(&mut qp.sq, buf)? else {
             break;
         };
@@ -140,7 +136,7 @@ fn consume_sq(
             opcode: wc_opcode_of(&w.op),
             why: "",
         };
-        match e.post_send(qp.qpn, w) {
+        match e.post_send(qp.qpn, w, cqs) {
             Ok(()) => {}
             Err(err) => {
                 let in_reset =
@@ -162,14 +158,14 @@ fn consume_sq(
 }
 
 fn consume_rq(
-    e: &mut Engine<DeviceMemory>,
+    e: &mut Endpoint<DeviceMemory>,
     qp: &mut Qp,
-    cqs: &std::collections::BTreeMap<u32, Cq>,
+    cqs: &mut SessionCqs<'_>,
     buf: &mut [u8],
     bad: &mut Vec<Bad>,
 ) -> Result<usize, RingError> {
     let mut n = 0;
-    while n < BUDGET && !rq_blocked(e, qp, cqs) {
+    while n < BUDGET && !rq_blocked(e, qp, cqs.cqs) {
         let Some(rq) = qp.rq.as_mut() else {
             break;
         };
@@ -180,7 +176,7 @@ fn consume_rq(
         let (in_reset, wr_id) = match wqe::recv_wqe(&buf[..len], qp.cap.max_recv_sge) {
             Ok(w) => {
                 let wr_id = w.wr_id;
-                match e.post_recv(qp.qpn, w) {
+                match e.post_recv(qp.qpn, w, cqs) {
                     Ok(()) => continue,
                     Err(err) => (
                         matches!(err, EngineError::Qp(QpError::InvalidState(QpState::Reset))),
@@ -218,7 +214,7 @@ fn consume_rq(
 
 /// Returns (taken, bad WQEs dropped).
 fn consume_srq(
-    e: &mut Engine<DeviceMemory>,
+    e: &mut Endpoint<DeviceMemory>,
     srq: &mut Srq,
     buf: &mut [u8],
 ) -> Result<(usize, usize), RingError> {
@@ -242,28 +238,39 @@ fn consume_srq(
     Ok((n, bad))
 }
 
-/// Posts to the engine every well-formed receive WQE waiting in a receive
-/// ring (RQ or SRQ), up to the queue's depth; returns how many. Called
-/// between a receive system call and the dispatch of what it brought, so
-/// a receive posted before a packet arrived is always there for it
-/// however late the loop got to the ring (a UD or UC message that finds
-/// no receive is dropped). A slot that does not parse, or that the
-/// engine refuses, stays in its ring for [`Device::consume`], which
-/// turns it into an error completion.
+/// Posts to the endpoint every well-formed receive WQE waiting in a
+/// receive ring (RQ or SRQ), up to the queue's depth; returns how many.
+/// [`Device::pump`] calls it between a receive system call and the
+/// dispatch of what it brought, so a receive posted before a packet
+/// arrived is always there for it however late the loop got to the ring
+/// (a UD or UC message that finds no receive is dropped). A slot that
+/// does not parse, or that the endpoint refuses, stays in its ring for
+/// [`Device::consume`], which turns it into an error completion.
 fn refill_receives(
-    e: &mut Engine<DeviceMemory>,
-    sessions: &mut std::collections::BTreeMap<u32, Session>,
+    e: &mut Endpoint<DeviceMemory>,
+    sessions: &mut BTreeMap<u32, Session>,
+    owner: &HashMap<u32, (u32, u32)>,
+    counters: &mut DaemonCounters,
     buf: &mut [u8],
 ) -> usize {
     let mut n = 0;
     for s in sessions.values_mut() {
-        let Session { qps, cqs, srqs, .. } = s;
+        let Session {
+            id, qps, cqs, srqs, ..
+        } = s;
+        let mut cqs = SessionCqs {
+            id: *id,
+            cqs,
+            owner,
+            counters,
+        };
         for qp in qps.values_mut() {
-            while !rq_blocked(e, qp, cqs) {
+            while !rq_blocked(e, qp, cqs.cqs) {
                 let Some(rq) = qp.rq.as_mut() else {
                     break;
                 };
-                if !post_one(rq, buf, qp.cap.max_recv_sge, |w| e.post_recv(qp.qpn, w)) {
+                let post = |w| e.post_recv(qp.qpn, w, &mut cqs);
+                if !post_one(rq, buf, qp.cap.max_recv_sge, post) {
                     break;
                 }
                 n += 1;
@@ -309,23 +316,57 @@ fn post_one(
 }
 
 impl Device {
-    /// One turn of the engine (packets in and out, timers), with the
-    /// receive rings drained into it before each received batch is
-    /// dispatched.
-    pub fn run_engine(
-        &mut self,
-        timeout: Option<std::time::Duration>,
-    ) -> Result<transport::engine::RunReport, EngineError> {
-        let Device {
-            engine,
-            sessions,
-            slot_buf,
-            counters,
-            ..
-        } = self;
-        engine.run_once_with(timeout, &mut |e| {
-            counters.wqes_posted += refill_receives(e, sessions, slot_buf) as u64;
-        })
+    /// One turn of the data path, never sleeping: fire due QP timers, then
+    /// up to `io_rounds` times: receive a batch -> post the receives the
+    /// clients posted so far (so one posted before a packet arrived is
+    /// there for it) -> dispatch the batch -> (first round) take new work
+    /// from the rings -> transmit, until both directions are quiet.
+    /// Completions go straight into the CQs. Returns how much happened
+    /// (packets, timers, WQEs taken); a socket error ends the turn.
+    pub fn pump(&mut self) -> Result<usize, EngineError> {
+        let mut now = Instant::now();
+        let mut work = self.endpoint.handle_timeout(
+            now,
+            &mut DeviceCqs::new(&mut self.sessions, &self.cq_owner, &mut self.counters),
+        );
+        for round in 0..self.rounds() {
+            let got = self.driver.recv();
+            let Device {
+                endpoint,
+                driver,
+                sessions,
+                cq_owner,
+                counters,
+                slot_buf,
+                ..
+            } = self;
+            if driver.received() > 0 {
+                counters.wqes_posted +=
+                    refill_receives(endpoint, sessions, cq_owner, counters, slot_buf) as u64;
+            }
+            let mut cqs = DeviceCqs::new(sessions, cq_owner, counters);
+            let r = driver.dispatch(|m, b| endpoint.handle_datagram(now, m, b, &mut cqs));
+            if round == 0 {
+                work += self.consume();
+            }
+            got?;
+            let Device {
+                endpoint,
+                driver,
+                sessions,
+                cq_owner,
+                counters,
+                ..
+            } = self;
+            let mut cqs = DeviceCqs::new(sessions, cq_owner, counters);
+            let s = driver.transmit(|b| endpoint.poll_transmit(now, b, &mut cqs));
+            work += r + s;
+            if r == 0 && s == 0 {
+                break;
+            }
+            now = Instant::now();
+        }
+        Ok(work)
     }
 
     /// Takes posted work from every client's rings; returns WQEs taken.
@@ -350,22 +391,28 @@ impl Device {
     /// Takes posted work from one client's rings.
     pub(super) fn consume_session(&mut self, id: u32) -> usize {
         let fam = (
-            self.engine.local_addr().is_ipv6(),
-            self.engine.as_raw_fd_v6().is_some(),
+            self.driver.local_addr().is_ipv6(),
+            self.driver.has_v6_side(),
         );
         let Some(s) = self.sessions.get_mut(&id) else {
             return 0;
         };
-        let e = &mut self.engine;
+        let e = &mut self.endpoint;
         let buf = &mut self.slot_buf;
         let mut bad = Vec::new();
         let mut broken = Vec::new();
         let mut srq_errs = Vec::new();
         let mut taken = 0;
         let Session { qps, cqs, srqs, .. } = s;
+        let mut cqs = SessionCqs {
+            id,
+            cqs,
+            owner: &self.cq_owner,
+            counters: &mut self.counters,
+        };
         for qp in qps.values_mut() {
-            let r = consume_sq(e, qp, cqs, fam, buf, &mut bad)
-                .and_then(|a| Ok(a + consume_rq(e, qp, cqs, buf, &mut bad)?));
+            let r = consume_sq(e, qp, &mut cqs, fam, buf, &mut bad)
+                .and_then(|a| Ok(a + consume_rq(e, qp, &mut cqs, buf, &mut bad)?));
             match r {
                 Ok(n) => taken += n,
                 Err(err) => {
@@ -383,7 +430,7 @@ impl Device {
                 Ok((n, nbad)) => {
                     taken += n;
                     if nbad > 0 {
-                        self.counters.bad_wqes += nbad as u64;
+                        cqs.counters.bad_wqes += nbad as u64;
                         srq_errs.push(srq.user_handle);
                     }
                 }
@@ -394,22 +441,26 @@ impl Device {
                 }
             }
         }
-        self.counters.wqes_posted += taken as u64;
-        self.counters.bad_wqes += bad.len() as u64;
-        let mut comps = std::mem::take(&mut self.comps);
+        cqs.counters.wqes_posted += taken as u64;
+        cqs.counters.bad_wqes += bad.len() as u64;
+        // The CQ's one FIFO already holds everything the endpoint completed
+        // for it: the daemon's own entry goes behind.
         for b in bad {
-            if let Some(cq) = s.cqs.get_mut(&b.cq) {
-                // Completions the engine already made for this CQ go first.
-                deliver_cq(&mut self.engine, cq, &mut comps, &mut self.counters);
-                push_own(cq, b.cqe, &mut self.counters);
+            if let Some(cq) = cqs.cqs.get_mut(&b.cq) {
+                push_own(cq, b.cqe, cqs.counters);
             }
             if b.fatal {
-                let _ = self.engine.modify_qp(b.qpn, &to_error());
+                let _ = e.modify_qp(b.qpn, &to_error(), &mut cqs);
             }
         }
-        self.comps = comps;
         for (qpn, uh) in broken {
-            let _ = self.engine.modify_qp(qpn, &to_error());
+            let mut cqs = SessionCqs {
+                id,
+                cqs: &mut s.cqs,
+                owner: &self.cq_owner,
+                counters: &mut self.counters,
+            };
+            let _ = e.modify_qp(qpn, &to_error(), &mut cqs);
             self.counters.async_events += 1;
             s.send_event(uh, event::QP_FATAL);
         }
@@ -428,7 +479,7 @@ impl Device {
 
     fn deliver_events(&mut self) -> usize {
         let mut n = 0;
-        while let Some((qpn, ev)) = self.engine.poll_event() {
+        while let Some((qpn, ev)) = self.endpoint.poll_event() {
             n += 1;
             let t = match ev {
                 QpEvent::Fatal => event::QP_FATAL,
@@ -464,8 +515,8 @@ impl Device {
                 if srq.limit == 0 {
                     continue;
                 }
-                let posted =
-                    self.engine.srq_len(srq.id).unwrap_or(0) + srq.ring.len().unwrap_or(0) as usize;
+                let posted = self.endpoint.srq_len(srq.id).unwrap_or(0)
+                    + srq.ring.len().unwrap_or(0) as usize;
                 if posted < srq.limit as usize {
                     srq.limit = 0;
                     fire.push(srq.user_handle);
@@ -485,20 +536,20 @@ impl Device {
     /// Raises the consumer-sleeping flag on every ring the daemon would
     /// read now. False (and every flag lowered again) if one of them is
     /// not empty. Rings that are blocked are left alone: what unblocks
-    /// them (engine progress, a client polling its CQ) is waited for
+    /// them (transport progress, a client polling its CQ) is waited for
     /// otherwise.
     pub fn prepare_sleep(&mut self) -> bool {
         let mut ok = true;
         'all: for s in self.sessions.values() {
             for qp in s.qps.values() {
-                if !sq_blocked(&self.engine, qp, &s.cqs)
+                if !sq_blocked(&self.endpoint, qp, &s.cqs)
                     && !matches!(qp.sq.prepare_sleep(), Ok(true))
                 {
                     ok = false;
                     break 'all;
                 }
                 if let Some(rq) = &qp.rq {
-                    if !rq_blocked(&self.engine, qp, &s.cqs)
+                    if !rq_blocked(&self.endpoint, qp, &s.cqs)
                         && !matches!(rq.prepare_sleep(), Ok(true))
                     {
                         ok = false;
@@ -507,7 +558,8 @@ impl Device {
                 }
             }
             for srq in s.srqs.values() {
-                if !srq_blocked(&self.engine, srq) && !matches!(srq.ring.prepare_sleep(), Ok(true))
+                if !srq_blocked(&self.endpoint, srq)
+                    && !matches!(srq.ring.prepare_sleep(), Ok(true))
                 {
                     ok = false;
                     break 'all;

@@ -1,19 +1,21 @@
-//! The device as the daemon holds it: the engine (with the registered
-//! memory inside), the client sessions and their objects, counters.
-//! No sockets or loops here: requests come in as values, so all of this
-//! is testable in-process.
+//! The device as the daemon holds it: the transport endpoint (with the
+//! registered memory inside) and its UDP driver, the client sessions and
+//! their objects, counters. No loop here: requests come in as values and
+//! [`Device::pump`] runs one turn of the data path, so all of this is
+//! testable in-process.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::os::fd::OwnedFd;
 
-use transport::engine::{Engine, EngineConfig, EngineError};
-use transport::qp::{Completion, Mtu, QpCounters};
+use transport::engine::{Endpoint, EngineConfig, EngineCounters, EngineError, UdpDriver};
+use transport::qp::{Mtu, QpCounters};
 
 use crate::mem::DeviceMemory;
 use crate::proto::{DeviceAttr, PortAttr, Response};
 use crate::verbs::{self, DeviceFacts};
 
+use super::cq::DeviceCqs;
 use super::log::{debug, info};
 use super::session::Session;
 
@@ -85,16 +87,21 @@ pub struct DaemonCounters {
 }
 
 pub struct Device {
-    pub engine: Engine<DeviceMemory>,
+    /// The QPs, SRQs and timers, and every client's registered memory.
+    pub endpoint: Endpoint<DeviceMemory>,
+    /// The UDP socket(s).
+    pub driver: UdpDriver,
+    /// Receive/transmit rounds per turn of the data path.
+    rounds: usize,
     pub facts: DeviceFacts,
     pub dev_attr: DeviceAttr,
     pub port_attr: PortAttr,
     /// Active MTU of port 1 (largest path MTU; UD payload limit).
     pub port_mtu: Mtu,
-    /// The address the engine is bound to (the only GID it can serve,
+    /// The address the driver is bound to (the only GID it can serve,
     /// unless `all_addrs`).
     pub served: IpAddr,
-    /// Serving every address of the netdev (engine on the wildcards).
+    /// Serving every address of the netdev (driver on the wildcards).
     pub all_addrs: bool,
     /// The netdev's interface index (0 until first read).
     pub ifindex: u32,
@@ -103,6 +110,9 @@ pub struct Device {
     pub sessions: BTreeMap<u32, Session>,
     /// QP number -> owning session.
     pub qp_owner: HashMap<u32, u32>,
+    /// CQ number (the endpoint's tag) -> owning session and its handle:
+    /// where a completion goes.
+    pub cq_owner: HashMap<u32, (u32, u32)>,
     pub counters: DaemonCounters,
     /// Transport counters of QPs already destroyed (device totals are
     /// these plus the live QPs').
@@ -115,33 +125,36 @@ pub struct Device {
     next_client: u32,
     next_pd: u32,
     next_cq: u32,
-    /// Scratch space for one ring slot and a batch of completions.
+    /// Scratch space for one ring slot.
     pub(super) slot_buf: Vec<u8>,
-    pub(super) comps: Vec<Completion>,
 }
 
 impl Device {
-    /// Binds the engine and computes the device's attributes.
+    /// Binds the socket(s) and computes the device's attributes.
     pub fn new(facts: DeviceFacts, cfg: EngineConfig) -> Result<Device, EngineError> {
-        let engine = Engine::new(cfg, DeviceMemory::new())?;
+        let endpoint = Endpoint::new(cfg.first_qpn, DeviceMemory::new())?;
+        let driver = UdpDriver::new(&cfg)?;
         let dev_attr = verbs::device_attr(&facts);
         let port_attr = verbs::port_attr(&facts);
         let port_mtu = Mtu::from_enum(port_attr.active_mtu)
             .or(Mtu::for_netdev_mtu(facts.netdev_mtu as usize))
             .unwrap_or(Mtu::M256);
-        let served = engine.local_addr().ip();
+        let served = driver.local_addr().ip();
         Ok(Device {
             served,
             all_addrs: false,
             ifindex: 0,
             node: None,
-            engine,
+            endpoint,
+            driver,
+            rounds: cfg.io_rounds(),
             facts,
             dev_attr,
             port_attr,
             port_mtu,
             sessions: BTreeMap::new(),
             qp_owner: HashMap::new(),
+            cq_owner: HashMap::new(),
             counters: DaemonCounters::default(),
             retired_qps: QpCounters::default(),
             shutdown: false,
@@ -150,7 +163,6 @@ impl Device {
             next_pd: 1,
             next_cq: 1,
             slot_buf: vec![0u8; crate::ring::layout::MAX_SLOT_SIZE as usize],
-            comps: Vec::new(),
         })
     }
 
@@ -182,13 +194,13 @@ impl Device {
         }
         self.counters.mr_deregistrations += nm as u64;
         for srq in s.srqs.values() {
-            let _ = self.engine.destroy_srq(srq.id);
+            let _ = self.endpoint.destroy_srq(srq.id);
         }
         for cq in s.cqs.values() {
-            self.drain_engine_cq(cq.id);
+            self.cq_owner.remove(&cq.id);
         }
         if s.ready && !s.admin {
-            self.engine.memory_mut().remove_client(id);
+            self.endpoint.memory_mut().remove_client(id);
         }
         if s.ready && !s.admin {
             info!(
@@ -201,37 +213,39 @@ impl Device {
         }
     }
 
-    /// Destroys a QP in the engine, keeping its counters in the totals.
+    /// Destroys a QP in the endpoint, keeping its counters in the totals.
+    /// What it completed meanwhile goes to its CQs (nowhere, if they went
+    /// with its client).
     pub(super) fn retire_qp(&mut self, qpn: u32) {
-        if let Some(q) = self.engine.qp(qpn) {
+        if let Some(q) = self.endpoint.qp(qpn) {
             add_qp_counters(&mut self.retired_qps, q.counters());
         }
-        let _ = self.engine.destroy_qp(qpn);
+        let mut cqs = DeviceCqs::new(&mut self.sessions, &self.cq_owner, &mut self.counters);
+        let _ = self.endpoint.destroy_qp(qpn, &mut cqs);
         self.qp_owner.remove(&qpn);
+    }
+
+    /// The endpoint's and the driver's counters together.
+    pub fn engine_counters(&self) -> EngineCounters {
+        let mut c = *self.endpoint.counters();
+        c.add(self.driver.counters());
+        c
+    }
+
+    /// Receive/transmit rounds per turn of [`Device::pump`].
+    pub(super) fn rounds(&self) -> usize {
+        self.rounds
     }
 
     /// Transport counters summed over every QP the device ever had.
     pub fn qp_totals(&self) -> QpCounters {
         let mut t = self.retired_qps;
         for &qpn in self.qp_owner.keys() {
-            if let Some(q) = self.engine.qp(qpn) {
+            if let Some(q) = self.endpoint.qp(qpn) {
                 add_qp_counters(&mut t, q.counters());
             }
         }
         t
-    }
-
-    /// Throws away completions the engine still holds for a CQ.
-    pub(super) fn drain_engine_cq(&mut self, cq: u32) {
-        let mut buf = std::mem::take(&mut self.comps);
-        buf.resize(64, EMPTY_COMPLETION);
-        // Bounded: each round removes up to 64 of a finite queue.
-        for _ in 0..=self.engine.cq_len(cq) / 64 {
-            if self.engine.poll_cq_into(cq, &mut buf) == 0 {
-                break;
-            }
-        }
-        self.comps = buf;
     }
 
     pub(super) fn alloc_pd(&mut self) -> u32 {
@@ -249,11 +263,7 @@ impl Device {
         loop {
             let id = self.next_cq;
             self.next_cq = self.next_cq.wrapping_add(1).max(1);
-            if !self
-                .sessions
-                .values()
-                .any(|s| s.cqs.values().any(|c| c.id == id))
-            {
+            if !self.cq_owner.contains_key(&id) {
                 return id;
             }
         }
@@ -281,18 +291,3 @@ fn add_qp_counters(t: &mut QpCounters, c: &QpCounters) {
     t.dropped_pkts += c.dropped_pkts;
     t.qkey_violations += c.qkey_violations;
 }
-
-pub(super) const EMPTY_COMPLETION: Completion = Completion {
-    side: transport::qp::CqSide::Send,
-    wr_id: 0,
-    status: transport::qp::WcStatus::Success,
-    opcode: transport::qp::WcOpcode::Send,
-    qp_num: 0,
-    byte_len: 0,
-    wc_flags: 0,
-    imm: 0,
-    invalidated_rkey: 0,
-    src_qp: 0,
-    src_addr: None,
-    vendor_err: 0,
-};

@@ -1,28 +1,33 @@
 //! The daemon's one thread: sockets, doorbells and signals in an epoll
-//! set, the rings and the engine polled while there is work.
+//! set, the rings, the endpoint and its UDP driver polled while there is
+//! work. This loop is the only one that spins or sleeps.
 //!
 //! ```text
 //! loop
 //!   every FD_POLL_INTERVAL (and after every sleep): epoll_wait(0) ->
 //!       accept clients, read control requests (non-blocking), drain
 //!       doorbells, note signals
-//!   take WQEs from the rings      (Device::consume)
-//!   engine.run_once(ZERO)         (packets in and out, timers)
-//!   completions -> CQ rings, events -> async sockets (Device::deliver)
+//!   Device::pump: QP timers; rounds of
+//!       recv -> refill RQs/SRQs from the rings -> dispatch
+//!       -> take WQEs from the rings (first round) -> transmit
+//!       (completions go straight into the CQs)
+//!   Device::deliver: CQ backlogs -> rings, channels, async events
 //!   if nothing happened: spin (adaptive, at most max_spin), then
 //!       raise the rings' sleeping flags, re-check, and block in ppoll
-//!       on {epoll fd, engine socket} until the engine's next deadline
+//!       on {epoll fd, UDP sockets} until the next QP deadline
 //! ```
 //!
-//! Spin policy (as the engine's own loop): the budget doubles when work
-//! turned up while spinning and halves when the loop had to sleep
-//! anyway, within [MIN_SPIN, max_spin]. The machine's two cores are
-//! shared with the clients, so a long fixed spin only takes the CPU from
-//! the process the daemon is waiting for.
+//! Spin policy ([`Spin`]): the budget doubles when work turned up while
+//! spinning and halves when the loop had to sleep anyway, within
+//! [MIN_SPIN, max_spin]. The machine's two cores are shared with the
+//! clients, so a long fixed spin only takes the CPU from the process the
+//! daemon is waiting for.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
+
+use transport::engine::spin::Spin;
 
 use crate::proto::{self, fdpass, Request, MAX_MSG};
 
@@ -46,7 +51,8 @@ pub const MIN_SPIN: Duration = Duration::from_micros(2);
 const BACKLOG_POLL: Duration = Duration::from_millis(1);
 /// Control messages read from one client per turn (fairness).
 const MSGS_PER_TURN: usize = 16;
-/// Consecutive engine errors after which the daemon gives up.
+/// Consecutive socket errors of the data path after which the daemon
+/// gives up.
 const MAX_ENGINE_ERRORS: u32 = 10_000;
 /// Connections accepted per turn.
 const ACCEPTS_PER_TURN: usize = 32;
@@ -62,8 +68,7 @@ pub struct Daemon {
     conns: HashMap<u32, OwnedFd>,
     ready: Vec<Ready>,
     msg: Vec<u8>,
-    max_spin: Duration,
-    spin: Duration,
+    spin: Spin,
     stop: bool,
     euid: u32,
 }
@@ -99,8 +104,7 @@ impl Daemon {
             conns: HashMap::new(),
             ready: Vec::with_capacity(64),
             msg: vec![0u8; MAX_MSG],
-            max_spin,
-            spin: max_spin.min(Duration::from_micros(20)).max(MIN_SPIN),
+            spin: Spin::new(MIN_SPIN, max_spin, max_spin.min(Duration::from_micros(20))),
             stop: false,
             // SAFETY: geteuid has no preconditions and cannot fail.
             euid: unsafe { libc::geteuid() },
@@ -114,7 +118,6 @@ impl Daemon {
             let what = what.to_owned();
             move |source| DaemonError::Io { what, source }
         };
-        let mut idle_since: Option<Instant> = None;
         let mut last_fd_poll: Option<Instant> = None;
         let mut engine_errors = 0u32;
         while !self.stop {
@@ -127,20 +130,17 @@ impl Daemon {
                     break;
                 }
             }
-            work += self.dev.consume();
-            match self.dev.run_engine(Some(Duration::ZERO)) {
-                Ok(rep) => {
+            match self.dev.pump() {
+                Ok(n) => {
                     engine_errors = 0;
-                    if !rep.idle() {
-                        work += 1;
-                    }
+                    work += n;
                 }
                 // A socket error (ENOMEM, a refused send) is not the end of
                 // the device; a socket that keeps failing is.
                 Err(e) => {
                     engine_errors += 1;
                     if engine_errors == 1 {
-                        warning!("engine: {e}");
+                        warning!("data path: {e}");
                     }
                     if engine_errors >= MAX_ENGINE_ERRORS {
                         return Err(e.into());
@@ -149,21 +149,14 @@ impl Daemon {
             }
             work += self.dev.deliver();
             if work > 0 {
-                if idle_since.take().is_some() {
-                    // Work turned up while we spun: spinning pays.
-                    self.spin = (self.spin * 2).min(self.max_spin);
-                }
+                self.spin.busy();
                 continue;
             }
-            let now = Instant::now();
-            let since = *idle_since.get_or_insert(now);
-            if now.saturating_duration_since(since) < self.spin {
+            if self.spin.keep_spinning(Instant::now()) {
                 std::hint::spin_loop();
                 continue;
             }
-            idle_since = None;
-            // Spun for nothing: spin less next time.
-            self.spin = (self.spin / 2).max(MIN_SPIN);
+            self.spin.sleeping();
             self.sleep().map_err(io("sleeping"))?;
             last_fd_poll = None;
         }
@@ -172,8 +165,8 @@ impl Daemon {
     }
 
     /// Raises the rings' sleeping flags, re-checks them, and blocks until
-    /// a client's doorbell or socket, a packet, a signal or the engine's
-    /// next deadline.
+    /// a client's doorbell or socket, a packet, a signal or the next QP
+    /// deadline.
     fn sleep(&mut self) -> std::io::Result<()> {
         if !self.dev.prepare_sleep() {
             return Ok(());
@@ -181,26 +174,20 @@ impl Daemon {
         let now = Instant::now();
         let mut timeout = self
             .dev
-            .engine
-            .next_deadline()
+            .endpoint
+            .poll_timeout()
             .map(|d| d.saturating_duration_since(now));
         if self.dev.has_backlog() {
             timeout = Some(timeout.map_or(BACKLOG_POLL, |t| t.min(BACKLOG_POLL)));
         }
         if timeout != Some(Duration::ZERO) {
             self.dev.counters.sleeps += 1;
-            let want_out = self.dev.engine.has_pending_tx();
-            let mut fds = [
-                (self.epoll.as_raw_fd(), false),
-                (self.dev.engine.as_raw_fd(), want_out),
-                (-1, false),
-            ];
-            let mut n = 2;
-            if let Some(fd) = self.dev.engine.as_raw_fd_v6() {
-                fds[2] = (fd, want_out);
-                n = 3;
-            }
-            transport::engine::sys::wait(&fds[..n], timeout)?;
+            // Packets the QPs still have to send: wake when the sockets
+            // take them.
+            let want_out = self.dev.endpoint.has_transmit();
+            self.dev
+                .driver
+                .wait(&[self.epoll.as_raw_fd()], want_out, timeout)?;
         }
         self.dev.end_sleep();
         Ok(())

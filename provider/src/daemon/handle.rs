@@ -212,7 +212,7 @@ impl Device {
             }
             s.async_sock = Some(async_sock);
             s.bell = Some(bell);
-            self.engine.memory_mut().add_client(id, mem);
+            self.endpoint.memory_mut().add_client(id, mem);
         }
         let Some(s) = self.sessions.get_mut(&id) else {
             return refuse(libc::EINVAL, "no such session");
@@ -279,7 +279,7 @@ impl Device {
             return refuse(libc::ENOMEM, "device MR limit reached");
         }
         let keys = self
-            .engine
+            .endpoint
             .memory_mut()
             .register(id, pd, addr, len, iova, acc)
             .map_err(|e| Refused {
@@ -310,7 +310,7 @@ impl Device {
             return refuse(libc::ENOENT, format!("no MR {mr}"));
         };
         self.counters.mr_deregistrations += 1;
-        if let Err(e) = self.engine.memory_mut().deregister(id, m.lkey) {
+        if let Err(e) = self.endpoint.memory_mut().deregister(id, m.lkey) {
             // The table said it was ours: the memory layer disagrees, which
             // leaves nothing to undo for the client.
             debug!("client {id}: deregister lkey {:#x}: {e}", m.lkey);

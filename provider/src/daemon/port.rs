@@ -5,11 +5,11 @@
 //! - A device serving one address (`--addr`): ACTIVE when the netdev is
 //!   up and running (IFF_UP and IFF_RUNNING: no carrier is DOWN too) *and*
 //!   the address is assigned to it; the GID table holds that address while
-//!   it is assigned (the engine is bound to it alone).
-//! - A device serving its netdev (`--all-addrs`, the engine on 0.0.0.0 and
+//!   it is assigned (the driver is bound to it alone).
+//! - A device serving its netdev (`--all-addrs`, the driver on 0.0.0.0 and
 //!   [::] tied to the netdev): the GID table holds every address of the
 //!   netdev but IPv6 link-local ones, IPv4 first; ACTIVE while the netdev
-//!   runs and has at least one. The engine accepts packets only to the
+//!   runs and has at least one. The endpoint accepts packets only to the
 //!   current GIDs, and a QP sends from the address of its AV's source GID.
 //!
 //! Every change is applied to the device's attributes (query_port), to the
@@ -251,7 +251,7 @@ impl Device {
         self.facts.addrs = v.addrs;
         if self.all_addrs {
             // Packets to an address that is no GID (any more) are not ours.
-            self.engine.set_local_addrs(Some(&self.facts.addrs));
+            self.endpoint.set_local_addrs(Some(&self.facts.addrs));
         }
         if let Some(m) = mtu {
             self.facts.netdev_mtu = m;

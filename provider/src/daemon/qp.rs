@@ -12,6 +12,7 @@ use crate::proto::{abi, QpAttr, QpCap, QpType, Response};
 use crate::ring::Ring;
 use crate::verbs::{self, mask};
 
+use super::cq::DeviceCqs;
 use super::device::{refuse, Device, Handled, Refused, Reply};
 use super::session::Qp;
 
@@ -123,7 +124,7 @@ impl Device {
             (None, 0)
         };
         let qpn = self
-            .engine
+            .endpoint
             .create_qp(QpSpec {
                 qp_type: transport_type(r.qp_type),
                 pd: r.pd,
@@ -142,7 +143,8 @@ impl Device {
             port_mtu: self.port_mtu,
             ..QpTuning::default()
         };
-        let _ = self.engine.set_qp_tuning(qpn, tuning);
+        let mut cqs = DeviceCqs::new(&mut self.sessions, &self.cq_owner, &mut self.counters);
+        let _ = self.endpoint.set_qp_tuning(qpn, tuning, &mut cqs);
         let attr = QpAttr {
             cap,
             sq_sig_all: r.sq_sig_all,
@@ -186,20 +188,26 @@ impl Device {
             return invalid(format!("no QP {qpn:#x}"));
         };
         let qp_type = qp.qp_type;
-        let cur = self.engine.qp(qpn).map_or(0, |q| q.state() as u8);
+        let cur = self.endpoint.qp(qpn).map_or(0, |q| q.state() as u8);
         let next = verbs::check_modify_qp(qp_type, cur, m, a).map_err(|e| Refused {
             errno: e.errno,
             msg: e.msg,
         })?;
         let ta = self.transport_attr(m, a, next)?;
         let src = self.av_source(m, a)?;
-        self.engine.modify_qp(qpn, &ta).map_err(|e| Refused {
-            errno: libc::EINVAL,
-            msg: format!("modify_qp: {e}"),
-        })?;
+        self.endpoint
+            .modify_qp(
+                qpn,
+                &ta,
+                &mut DeviceCqs::new(&mut self.sessions, &self.cq_owner, &mut self.counters),
+            )
+            .map_err(|e| Refused {
+                errno: libc::EINVAL,
+                msg: format!("modify_qp: {e}"),
+            })?;
         if let Some(src) = src {
             // Its packets leave from the address of its source GID.
-            let _ = self.engine.set_qp_source(qpn, src);
+            let _ = self.endpoint.set_qp_source(qpn, src);
         }
         let s = self.session(id)?;
         let Some(qp) = s.qps.get_mut(&qpn) else {
@@ -280,7 +288,7 @@ impl Device {
                 ));
             }
             let dst = verbs::addr_of_gid(&a.ah.dgid);
-            let family_ok = self.all_addrs || dst.is_ipv6() == self.engine.local_addr().is_ipv6();
+            let family_ok = self.all_addrs || dst.is_ipv6() == self.driver.local_addr().is_ipv6();
             if !family_ok || dst.is_unspecified() {
                 return invalid(format!(
                     "destination GID {dst} unreachable from this device"
@@ -332,7 +340,7 @@ impl Device {
     }
 
     pub(super) fn query_qp(&mut self, id: u32, qpn: u32) -> Handled {
-        let state = self.engine.qp(qpn).map(|q| q.state() as u8);
+        let state = self.endpoint.qp(qpn).map(|q| q.state() as u8);
         let s = self.session(id)?;
         let (Some(qp), Some(state)) = (s.qps.get(&qpn), state) else {
             return invalid(format!("no QP {qpn:#x}"));

@@ -37,7 +37,7 @@ pub struct Mr {
 }
 
 pub struct Cq {
-    /// Device-wide number: the engine's CQ id.
+    /// Device-wide number: the CQ tag the endpoint's completions carry.
     pub id: u32,
     /// Capacity granted to the client (the ring holds `cqe + 1` or more).
     pub cqe: u32,
@@ -49,6 +49,10 @@ pub struct Cq {
     pub channel: Option<OwnedFd>,
     /// CQ_ERR was raised for the current overrun.
     pub overrun: bool,
+    /// Completions posted since the last delivery pass, and whether one
+    /// of those that reached the ring may be solicited (for the channel).
+    pub posted: usize,
+    pub wake: bool,
 }
 
 pub struct Srq {

@@ -51,7 +51,7 @@ impl Device {
                 errno: libc::ENOMEM,
                 msg: format!("SRQ ring: {e}"),
             })?;
-        let engine_id = self.engine.create_srq(max_wr);
+        let engine_id = self.endpoint.create_srq(max_wr);
         let s = self.session(id)?;
         let h = s.new_handle();
         s.srqs.insert(
@@ -130,7 +130,7 @@ impl Device {
             return refuse(libc::EBUSY, format!("SRQ {h} still has QPs"));
         }
         if let Some(srq) = s.srqs.remove(&h) {
-            let _ = self.engine.destroy_srq(srq.id);
+            let _ = self.endpoint.destroy_srq(srq.id);
         }
         Ok(Reply::ok(Response::Ok))
     }

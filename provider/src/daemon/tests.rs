@@ -227,8 +227,7 @@ fn connect_rc(dev: &mut Device, id: u32, qpn: u32, peer: u32, to: IpAddr) {
 fn pump(dev: &mut Device, mut done: impl FnMut(&mut Device) -> bool) -> bool {
     let end = Instant::now() + Duration::from_secs(5);
     for _ in 0..10_000_000 {
-        dev.consume();
-        dev.engine.run_once(Some(Duration::ZERO)).unwrap();
+        dev.pump().unwrap();
         dev.deliver();
         if done(dev) {
             return true;
@@ -636,7 +635,7 @@ fn bad_wqes_complete_with_errors() {
     let e = pop_cqe(&mut ring).unwrap();
     assert_eq!((e.wr_id, e.status), (3, WcStatus::WrFlushErr as u32));
     assert_eq!(e.opcode, WcOpcode::RdmaWrite as u32);
-    assert_eq!(dev.engine.qp(qp.qpn).unwrap().state() as u8, 6);
+    assert_eq!(dev.endpoint.qp(qp.qpn).unwrap().state() as u8, 6);
     assert!(dev.counters.bad_wqes >= 2);
     // A receive WQE with more SGEs than max_recv_sge.
     let rq = qp.rq.as_mut().unwrap();
@@ -801,7 +800,7 @@ fn disconnect_destroys_everything_and_peers_time_out() {
     ));
     assert_eq!(srq.1.len(), 1);
     dev.disconnect(a.id);
-    assert!(dev.engine.qp(qa.qpn).is_none());
+    assert!(dev.endpoint.qp(qa.qpn).is_none());
     assert!(!dev.qp_owner.contains_key(&qa.qpn));
     match dev.status() {
         Response::Status { clients, .. } => {
@@ -835,8 +834,8 @@ fn disconnect_destroys_everything_and_peers_time_out() {
     assert_eq!((e.wr_id, e.status), (77, WcStatus::RetryExcErr as u32));
     assert!(events(&b).contains(&(0x9900, event::QP_FATAL)));
     dev.disconnect(b.id);
-    assert_eq!(dev.engine.qpns().count(), 0);
-    assert_eq!(dev.engine.memory().stats().mrs, 0);
+    assert_eq!(dev.endpoint.qpns().count(), 0);
+    assert_eq!(dev.endpoint.memory().stats().mrs, 0);
     assert!(dev.sessions.is_empty());
 }
 
@@ -1291,7 +1290,7 @@ fn ud_receives_posted_before_the_burst_all_land() {
     let end = Instant::now() + Duration::from_secs(5);
     let mut got = Vec::new();
     while got.len() < N && Instant::now() < end {
-        rx.run_engine(Some(Duration::ZERO)).unwrap();
+        rx.pump().unwrap();
         rx.deliver();
         while let Some(e) = pop_cqe(&mut rring) {
             got.push(e);
@@ -1303,7 +1302,7 @@ fn ud_receives_posted_before_the_burst_all_land() {
         .collect();
     let want: Vec<(u64, u32, u32)> = (0..N as u64).map(|i| (100 + i, 0, 40 + 256)).collect();
     assert_eq!(ids, want);
-    let dropped = rx.engine.qp(b.qpn).unwrap().counters().dropped_pkts;
+    let dropped = rx.endpoint.qp(b.qpn).unwrap().counters().dropped_pkts;
     assert_eq!(dropped, 0);
     for i in 0..N {
         assert!(dst[i * 512 + 40..i * 512 + 296].iter().all(|&x| x == 0x5a));
