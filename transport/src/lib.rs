@@ -5,8 +5,8 @@
 //! - [`psn`]: 24-bit packet sequence number arithmetic.
 //! - [`qp`]: sans-IO queue pair state machines (requester, responder,
 //!   completer) for RC, UC and UD.
-//! - [`engine`]: the UDP engine that owns sockets and timers and drives QPs,
-//!   plus a seeded fault injector for tests.
+//! - [`engine`]: the sans-IO endpoint (QP table, demux, timers) and the UDP
+//!   driver that owns the sockets, plus a seeded fault injector for tests.
 
 pub mod engine;
 pub mod psn;

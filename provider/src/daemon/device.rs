@@ -61,7 +61,8 @@ pub fn refuse<T>(errno: i32, msg: impl Into<String>) -> Result<T, Refused> {
     })
 }
 
-/// Daemon-level counters (the engine and memory keep their own).
+/// Daemon-level counters (the endpoint, the driver and memory keep their
+/// own).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DaemonCounters {
     pub clients_accepted: u64,

@@ -1,13 +1,14 @@
-//! `rxud`, the soft NIC daemon: one per device. It owns the UDP engine
-//! bound to the device's address, serves clients on a SOCK_SEQPACKET
-//! control socket ([`crate::proto`]), moves work requests from their
-//! rings into the engine and completions back, and cleans up after
-//! clients that go away.
+//! `rxud`, the soft NIC daemon: one per device. It owns the transport's
+//! endpoint and its UDP driver bound to the device's address, serves
+//! clients on a SOCK_SEQPACKET control socket ([`crate::proto`]), moves
+//! work requests from their rings into the endpoint and completions into
+//! their CQ rings, and cleans up after clients that go away.
 //!
 //! Modules: `setup` (start-up: facts, engine bind errors, runtime
 //! files), `event_loop` (the single-threaded loop and its spin policy),
-//! `device` (the device state), `handle`, `cq`, `srq`, `qp`, `admin` (the
-//! requests), `datapath` (rings <-> engine), `wqe` (slot validation),
+//! `device` (the device state), `handle`, `cq` (CQs, the completion sink),
+//! `srq`, `qp`, `admin` (the requests), `datapath` (one turn of the data
+//! path: rings <-> endpoint <-> driver), `wqe` (slot validation),
 //! `session` (per-client objects), `netlink` and `port` (port 1 follows
 //! its netdev).
 

@@ -56,7 +56,7 @@ pub struct Cq {
 }
 
 pub struct Srq {
-    /// The engine's SRQ id.
+    /// The endpoint's SRQ id.
     pub id: u32,
     pub pd: u32,
     pub max_wr: u32,

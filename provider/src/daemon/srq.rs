@@ -51,13 +51,13 @@ impl Device {
                 errno: libc::ENOMEM,
                 msg: format!("SRQ ring: {e}"),
             })?;
-        let engine_id = self.endpoint.create_srq(max_wr);
+        let srq_id = self.endpoint.create_srq(max_wr);
         let s = self.session(id)?;
         let h = s.new_handle();
         s.srqs.insert(
             h,
             Srq {
-                id: engine_id,
+                id: srq_id,
                 pd,
                 max_wr,
                 max_sge,

@@ -554,3 +554,225 @@ impl<M: Memory> Endpoint<M> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Two endpoints wired back to back in memory: no socket anywhere.
+    use super::*;
+    use crate::qp::{
+        access, send_flags, BufferMemory, Mtu, Payload, QpState, QpType, SendOp, Sge, WcOpcode,
+        WcStatus,
+    };
+    use crate::wire::icrc::{fill_icrc, IcrcIp};
+    use crate::wire::MAX_PACKET;
+    use crate::Psn;
+    use std::net::Ipv4Addr;
+
+    const A: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 1);
+    const B: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+    const PORT: u16 = 4791;
+    const VA: u64 = 0x10_0000;
+
+    /// A send batch that seals each packet as an IPv4 sender with ID 0
+    /// would, and keeps it.
+    struct Wire {
+        src: Ipv4Addr,
+        buf: Vec<u8>,
+        out: Vec<(Transmit, Vec<u8>)>,
+    }
+
+    impl TransmitSink for Wire {
+        fn capacity(&self) -> usize {
+            16
+        }
+        fn has_room(&self) -> bool {
+            self.out.len() < 16
+        }
+        fn buffer(&mut self) -> Option<&mut [u8]> {
+            self.has_room().then_some(&mut self.buf[..])
+        }
+        fn commit(&mut self, t: Transmit, _src: Option<IpAddr>) {
+            let IpAddr::V4(dst) = t.dst else {
+                panic!("IPv4 only here")
+            };
+            let mut p = self.buf[..t.len].to_vec();
+            fill_icrc(&IcrcIp::v4(self.src, dst), PORT, PORT, &mut p).unwrap();
+            self.out.push((t, p));
+        }
+    }
+
+    fn meta(src: Ipv4Addr, dst: Ipv4Addr) -> RecvMeta {
+        RecvMeta {
+            src: SocketAddr::from((src, PORT)),
+            dst: Some(IpAddr::V4(dst)),
+            dst_port: PORT,
+            tos: None,
+            ttl: None,
+            seg: 0,
+        }
+    }
+
+    fn rc_pair() -> (Endpoint<BufferMemory>, u32, Endpoint<BufferMemory>, u32) {
+        let mut a = Endpoint::new(0x11, BufferMemory::new()).unwrap();
+        let mut b = Endpoint::new(0x40, BufferMemory::new()).unwrap();
+        let spec = QpSpec {
+            qp_type: QpType::Rc,
+            pd: 1,
+            send_cq: 7,
+            recv_cq: 8,
+            srq: None,
+            sq_sig_all: false,
+            max_send_wr: 16,
+            max_recv_wr: 16,
+        };
+        let qa = a.create_qp(spec).unwrap();
+        let qb = b.create_qp(spec).unwrap();
+        let mut none = VecDeque::new();
+        for (e, q, peer, addr) in [(&mut a, qa, qb, B), (&mut b, qb, qa, A)] {
+            let steps = [
+                QpAttr {
+                    state: Some(QpState::Init),
+                    access_flags: Some(access::LOCAL_WRITE | access::REMOTE_WRITE),
+                    ..QpAttr::default()
+                },
+                QpAttr {
+                    state: Some(QpState::Rtr),
+                    path_mtu: Some(Mtu::M1024),
+                    rq_psn: Some(Psn::new(5)),
+                    dest_qpn: Some(peer),
+                    dest_addr: Some(IpAddr::V4(addr)),
+                    min_rnr_timer: Some(1),
+                    max_dest_rd_atomic: Some(1),
+                    ..QpAttr::default()
+                },
+                QpAttr {
+                    state: Some(QpState::Rts),
+                    sq_psn: Some(Psn::new(5)),
+                    timeout: Some(14),
+                    retry_cnt: Some(7),
+                    rnr_retry: Some(7),
+                    max_rd_atomic: Some(1),
+                    ..QpAttr::default()
+                },
+            ];
+            for s in &steps {
+                e.modify_qp(q, s, &mut none).unwrap();
+            }
+        }
+        assert!(none.is_empty());
+        (a, qa, b, qb)
+    }
+
+    fn wire(src: Ipv4Addr) -> Wire {
+        Wire {
+            src,
+            buf: vec![0; MAX_PACKET + 64],
+            out: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_send_crosses_two_endpoints_and_completes_on_the_tagged_cqs() {
+        let (mut a, qa, mut b, qb) = rc_pair();
+        let now = Instant::now();
+        let (mut ca, mut cb) = (VecDeque::new(), VecDeque::new());
+        let la = a.memory_mut().register(1, VA, vec![0x5a; 3000], 0);
+        let lb = b
+            .memory_mut()
+            .register(1, VA, vec![0; 3000], access::LOCAL_WRITE);
+        let sge = |lkey| Sge {
+            addr: VA,
+            length: 3000,
+            lkey,
+        };
+        b.post_recv(
+            qb,
+            RecvWqe {
+                wr_id: 2,
+                sges: vec![sge(lb)],
+            },
+            &mut cb,
+        )
+        .unwrap();
+        let w = SendWqe {
+            wr_id: 1,
+            op: SendOp::Send,
+            flags: send_flags::SIGNALED,
+            payload: Payload::Sges(vec![sge(la)]),
+            ud: None,
+        };
+        a.post_send(qa, w, &mut ca).unwrap();
+        assert!(a.has_transmit());
+        // Bounded ping-pong until both sides are quiet.
+        for _ in 0..16 {
+            let (mut wa, mut wb) = (wire(A), wire(B));
+            a.poll_transmit(now, &mut wa, &mut ca);
+            for (_, p) in &wa.out {
+                b.handle_datagram(now, &meta(A, B), p, &mut cb);
+            }
+            b.poll_transmit(now, &mut wb, &mut cb);
+            for (_, p) in &wb.out {
+                a.handle_datagram(now, &meta(B, A), p, &mut ca);
+            }
+            if wa.out.is_empty() && wb.out.is_empty() {
+                break;
+            }
+        }
+        let (cq, c) = ca.pop_front().expect("send completion");
+        assert_eq!((cq, c.wr_id, c.status), (7, 1, WcStatus::Success));
+        let (cq, c) = cb.pop_front().expect("receive completion");
+        assert_eq!((cq, c.wr_id, c.opcode), (8, 2, WcOpcode::Recv));
+        assert_eq!(c.byte_len, 3000);
+        assert!(ca.is_empty() && cb.is_empty());
+        assert_eq!(b.counters().icrc_errors + b.counters().unknown_qp, 0);
+    }
+
+    #[test]
+    fn bad_datagrams_are_counted_where_they_fail() {
+        let (mut a, qa, mut b, qb) = rc_pair();
+        let now = Instant::now();
+        let mut cqs = VecDeque::new();
+        let la = a.memory_mut().register(1, VA, vec![1; 8], 0);
+        let w = SendWqe {
+            wr_id: 1,
+            op: SendOp::Send,
+            flags: 0,
+            payload: Payload::Sges(vec![Sge {
+                addr: VA,
+                length: 8,
+                lkey: la,
+            }]),
+            ud: None,
+        };
+        a.post_send(qa, w, &mut cqs).unwrap();
+        let mut wa = wire(A);
+        a.poll_transmit(now, &mut wa, &mut cqs);
+        let pkt = wa.out.pop().expect("a packet").1;
+        let mut flipped = pkt.clone();
+        flipped[13] ^= 1;
+        b.handle_datagram(now, &meta(A, B), &flipped, &mut cqs);
+        b.handle_datagram(now, &meta(A, B), &pkt[..3], &mut cqs);
+        let nowhere = RecvMeta {
+            dst: None,
+            ..meta(A, B)
+        };
+        b.handle_datagram(now, &nowhere, &pkt, &mut cqs);
+        b.set_local_addrs(Some(&[IpAddr::V4(A)]));
+        b.handle_datagram(now, &meta(A, B), &pkt, &mut cqs);
+        b.set_local_addrs(None);
+        b.destroy_qp(qb, &mut cqs).unwrap();
+        b.handle_datagram(now, &meta(A, B), &pkt, &mut cqs);
+        let c = *b.counters();
+        assert_eq!(
+            (
+                c.icrc_errors,
+                c.parse_errors,
+                c.truncated,
+                c.not_local,
+                c.unknown_qp
+            ),
+            (1, 1, 1, 1, 1),
+            "{c:?}"
+        );
+    }
+}
