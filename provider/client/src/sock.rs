@@ -1,12 +1,18 @@
 //! Unix seqpacket plumbing: connecting to the daemon and socket pairs for
-//! event channels (from [`rxu_abi::proto::fdpass`]), and reading
-//! fixed-size event records.
+//! event channels (from [`rxu_abi::proto::fdpass`]), shutting down a write
+//! side, and reading fixed-size event records.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 pub use rxu_abi::proto::fdpass::{connect_seqpacket, seqpacket_pair};
+
+/// shutdown(SHUT_WR): readers of the peer end get EOF once drained.
+pub fn shutdown_write(fd: std::os::fd::RawFd) {
+    // SAFETY: shutdown on an fd we own; errors (ENOTCONN) are harmless.
+    unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+}
 
 /// Waits until `fd` is readable or `timeout` passes (None: forever).
 /// Returns whether it is readable (or hung up: the read will say so).
