@@ -25,7 +25,7 @@ use std::ffi::c_int;
 use std::os::fd::AsRawFd;
 use std::sync::{Mutex, MutexGuard};
 
-use provider::client::CompChannel;
+use rxu_client::CompChannel;
 
 use crate::abi::{IbvCompChannel, IbvContext};
 use crate::guard::OpResult;
@@ -140,7 +140,7 @@ impl Channels {
             log_err!("completion channels are disabled for this context");
             return Err(libc::EOPNOTSUPP);
         }
-        // SAFETY: forwarded contract.
+        // SAFETY: ch points to a live ibv_comp_channel (the contract).
         let chan = unsafe { &mut *ch };
         if chan.context != ctx {
             log_err!("create_cq: the completion channel belongs to another context");

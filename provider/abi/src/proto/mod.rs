@@ -1,0 +1,363 @@
+//! The control protocol between clients and `rxud` (the slow path).
+//!
+//! Shared by the daemon, the client library and the `rxu` tool.
+//!
+//! Transport: a Unix `SOCK_SEQPACKET` socket (`<runtime dir>/<device>.sock`,
+//! mode 0600). Seqpacket keeps message boundaries and carries SCM_RIGHTS,
+//! so no framing layer is needed. Each message is one datagram holding a
+//! postcard-encoded [`Request`] (client -> daemon) or [`Response`]
+//! (daemon -> client), at most [`MAX_MSG`] bytes; file descriptors travel
+//! in the same datagram as SCM_RIGHTS, in the order each variant's doc
+//! lists. Strictly request/response: the daemon never sends unsolicited
+//! messages on this socket (events go to the sockets in `Hello` and
+//! `CreateCq`).
+//!
+//! Handles (pd, mr, cq, srq, qp) are daemon-assigned numbers scoped to the
+//! connection: a handle of another client is "no such object" (ENOENT /
+//! EINVAL), never a way in. QP handles are QP numbers (24 bit).
+//!
+//! `user_handle` values are opaque to the daemon: it writes them back in
+//! events (the libibverbs provider passes its `struct ibv_cq *` /
+//! `struct ibv_qp *` addresses, as the kernel's uverbs does).
+
+pub mod abi;
+pub mod fdpass;
+
+use serde::{Deserialize, Serialize};
+
+/// Protocol version; `Hello` with another version is refused.
+pub const PROTO_VERSION: u32 = 1;
+/// Largest encoded message.
+pub const MAX_MSG: usize = 16 * 1024;
+/// Most file descriptors one message carries.
+pub const MAX_FDS: usize = 4;
+
+/// Transport service of a QP, numbered as `enum ibv_qp_type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum QpType {
+    Rc = 2,
+    Uc = 3,
+    Ud = 4,
+}
+
+/// Queue capacities, as `struct ibv_qp_cap` (requested in, granted out).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpCap {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+
+/// QP attributes as `struct ibv_qp_attr`, with the fields rxu uses. Which
+/// ones apply is said by `mask` (bits of `enum ibv_qp_attr_mask`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpAttr {
+    pub qp_state: u8,
+    pub cur_qp_state: u8,
+    pub path_mtu: u8,
+    pub qkey: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qp_num: u32,
+    pub qp_access_flags: u32,
+    pub pkey_index: u16,
+    pub sq_draining: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+    pub port_num: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub ah: AhAttr,
+    pub cap: QpCap,
+    pub sq_sig_all: bool,
+}
+
+/// Address vector, as the RoCE part of `struct ibv_ah_attr`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AhAttr {
+    /// Destination GID (IPv4-mapped `::ffff:a.b.c.d` or IPv6).
+    pub dgid: [u8; 16],
+    pub flow_label: u32,
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+    pub sl: u8,
+    pub is_global: bool,
+    pub port_num: u8,
+}
+
+/// A request from a client.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// First message. fds: [0] the client's `/proc/self/mem` (opened
+    /// O_RDWR) through which the daemon reaches registered memory, [1] the
+    /// write end of the async event socket (SOCK_SEQPACKET; the daemon
+    /// writes 16-byte `ib_uverbs_async_event_desc` records), [2] the
+    /// client's doorbell eventfd (rung after posting when a ring's
+    /// consumer-sleeping flag is set). `admin` clients (the rxu tool)
+    /// send no fds and may only use Status / Stats / Shutdown / Query*.
+    Hello {
+        version: u32,
+        pid: u32,
+        admin: bool,
+    },
+    QueryDevice,
+    QueryPort {
+        port: u8,
+    },
+    AllocPd,
+    DeallocPd {
+        pd: u32,
+    },
+    /// Register `[addr, addr+len)` of the client's memory; `iova` is the
+    /// address remote peers use (== addr unless reg_mr with iova).
+    RegMr {
+        pd: u32,
+        addr: u64,
+        len: u64,
+        iova: u64,
+        access: u32,
+    },
+    DeregMr {
+        mr: u32,
+    },
+    /// fds: [0] optional write end of the completion channel socket
+    /// (8-byte records carrying `user_handle`), present iff `channel`.
+    CreateCq {
+        cqe: u32,
+        comp_vector: u32,
+        user_handle: u64,
+        channel: bool,
+    },
+    /// Grows or shrinks the CQ; the reply carries a new ring.
+    ResizeCq {
+        cq: u32,
+        cqe: u32,
+    },
+    DestroyCq {
+        cq: u32,
+    },
+    CreateSrq {
+        pd: u32,
+        max_wr: u32,
+        max_sge: u32,
+        srq_limit: u32,
+        user_handle: u64,
+    },
+    /// mask: IBV_SRQ_MAX_WR 1, IBV_SRQ_LIMIT 2.
+    ModifySrq {
+        srq: u32,
+        mask: u32,
+        max_wr: u32,
+        srq_limit: u32,
+    },
+    QuerySrq {
+        srq: u32,
+    },
+    DestroySrq {
+        srq: u32,
+    },
+    CreateQp {
+        pd: u32,
+        qp_type: QpType,
+        send_cq: u32,
+        recv_cq: u32,
+        srq: Option<u32>,
+        cap: QpCap,
+        sq_sig_all: bool,
+        user_handle: u64,
+    },
+    ModifyQp {
+        qp: u32,
+        mask: u32,
+        attr: QpAttr,
+    },
+    QueryQp {
+        qp: u32,
+        mask: u32,
+    },
+    DestroyQp {
+        qp: u32,
+    },
+    /// Devices, clients and QPs, for `rxu status`.
+    Status,
+    /// Counters, for `rxu stats`.
+    Stats,
+    /// Stop the daemon; refused while clients are open unless `force`.
+    Shutdown {
+        force: bool,
+    },
+}
+
+/// Device attributes (the fields of `struct ibv_device_attr` rxu reports).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceAttr {
+    pub fw_ver: String,
+    pub node_guid: u64,
+    pub sys_image_guid: u64,
+    pub max_mr_size: u64,
+    pub page_size_cap: u64,
+    pub vendor_id: u32,
+    pub vendor_part_id: u32,
+    pub hw_ver: u32,
+    pub max_qp: u32,
+    pub max_qp_wr: u32,
+    pub device_cap_flags: u32,
+    pub max_sge: u32,
+    pub max_sge_rd: u32,
+    pub max_cq: u32,
+    pub max_cqe: u32,
+    pub max_mr: u32,
+    pub max_pd: u32,
+    pub max_qp_rd_atom: u32,
+    pub max_ee_rd_atom: u32,
+    pub max_res_rd_atom: u32,
+    pub max_qp_init_rd_atom: u32,
+    pub atomic_cap: u32,
+    pub max_ah: u32,
+    pub max_srq: u32,
+    pub max_srq_wr: u32,
+    pub max_srq_sge: u32,
+    pub max_pkeys: u16,
+    pub local_ca_ack_delay: u8,
+    pub phys_port_cnt: u8,
+    pub max_inline_data: u32,
+}
+
+/// Port attributes (the fields of `struct ibv_port_attr` rxu reports).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortAttr {
+    pub state: u8,
+    pub max_mtu: u8,
+    pub active_mtu: u8,
+    pub gid_tbl_len: u32,
+    pub port_cap_flags: u32,
+    pub max_msg_sz: u32,
+    pub pkey_tbl_len: u16,
+    pub active_width: u8,
+    pub active_speed: u8,
+    pub phys_state: u8,
+    pub link_layer: u8,
+    pub netdev: String,
+    /// The GID table: one RoCE v2 entry per address.
+    pub gids: Vec<[u8; 16]>,
+}
+
+/// One line of `rxu status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientStatus {
+    pub pid: u32,
+    pub admin: bool,
+    pub pds: u32,
+    pub mrs: u32,
+    pub cqs: u32,
+    pub srqs: u32,
+    pub qps: Vec<QpStatus>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpStatus {
+    pub qpn: u32,
+    pub qp_type: u8,
+    pub state: u8,
+    pub dest_qpn: u32,
+    pub dest: String,
+}
+
+/// A named counter value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counter {
+    pub name: String,
+    pub value: u64,
+}
+
+/// A reply from the daemon.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    /// Generic success.
+    Ok,
+    /// Failure: a positive errno value and a message for the log.
+    Error {
+        errno: i32,
+        msg: String,
+    },
+    /// To Hello.
+    Hello {
+        device: String,
+        client_id: u32,
+        max_inline_data: u32,
+    },
+    Device(DeviceAttr),
+    Port(PortAttr),
+    Pd {
+        pd: u32,
+    },
+    Mr {
+        mr: u32,
+        lkey: u32,
+        rkey: u32,
+    },
+    /// fds: [0] the CQ ring (this side consumes; slot = [`abi::CQE_SIZE`]).
+    Cq {
+        cq: u32,
+        cqe: u32,
+    },
+    /// fds: [0] the SRQ ring (this side produces; slot [`abi::recv_slot_size`]).
+    Srq {
+        srq: u32,
+        max_wr: u32,
+        max_sge: u32,
+        srq_limit: u32,
+    },
+    /// fds: [0] SQ ring, [1] RQ ring (absent with an SRQ).
+    Qp {
+        qpn: u32,
+        cap: QpCap,
+        sq_slot: u32,
+        rq_slot: u32,
+    },
+    QpAttr {
+        attr: QpAttr,
+        cap: QpCap,
+    },
+    Status {
+        device: String,
+        addrs: Vec<String>,
+        netdev: String,
+        clients: Vec<ClientStatus>,
+    },
+    Stats {
+        device: Vec<Counter>,
+        qps: Vec<(u32, Vec<Counter>)>,
+    },
+}
+
+/// Encoding failures.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtoError {
+    #[error("message too large ({0} bytes)")]
+    TooLarge(usize),
+    #[error("malformed message: {0}")]
+    Decode(#[from] postcard::Error),
+}
+
+/// Encodes a message into a fresh buffer.
+pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, ProtoError> {
+    let v = postcard::to_stdvec(msg)?;
+    if v.len() > MAX_MSG {
+        return Err(ProtoError::TooLarge(v.len()));
+    }
+    Ok(v)
+}
+
+/// Decodes one message; malformed input is an error, never a panic.
+pub fn decode<'a, T: Deserialize<'a>>(buf: &'a [u8]) -> Result<T, ProtoError> {
+    if buf.len() > MAX_MSG {
+        return Err(ProtoError::TooLarge(buf.len()));
+    }
+    Ok(postcard::from_bytes(buf)?)
+}

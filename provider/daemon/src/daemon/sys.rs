@@ -1,0 +1,323 @@
+//! The few system calls the daemon makes that std does not wrap: epoll,
+//! signalfd, SOCK_SEQPACKET listening sockets, SO_PEERCRED.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// An epoll instance; every registration carries a caller-chosen token.
+pub struct Epoll {
+    fd: OwnedFd,
+    buf: Vec<libc::epoll_event>,
+}
+
+/// One readiness report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ready {
+    pub token: u64,
+    pub readable: bool,
+    /// Hang-up or error: the peer is gone.
+    pub hup: bool,
+}
+
+impl Epoll {
+    pub fn new() -> io::Result<Epoll> {
+        // SAFETY: epoll_create1 takes flags only and returns a new fd or -1.
+        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        Ok(Epoll {
+            // SAFETY: fd was just returned by epoll_create1; we own it.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            buf: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
+        })
+    }
+
+    /// Watches `fd` for input (level-triggered).
+    pub fn add(&self, fd: BorrowedFd<'_>, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
+            u64: token,
+        };
+        // SAFETY: both fds are open; ev is a valid epoll_event on our stack.
+        cvt(unsafe {
+            libc::epoll_ctl(
+                self.fd.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                fd.as_raw_fd(),
+                &mut ev,
+            )
+        })?;
+        Ok(())
+    }
+
+    /// Stops watching `fd` (errors ignored: the fd may already be gone).
+    pub fn remove(&self, fd: RawFd) {
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: epoll_ctl only reads ev; a stale fd gives EBADF/ENOENT.
+        unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, &mut ev) };
+    }
+
+    /// Collects what is ready now, without waiting.
+    pub fn poll_now(&mut self, out: &mut Vec<Ready>) -> io::Result<()> {
+        out.clear();
+        // SAFETY: buf holds buf.len() initialised epoll_events for the
+        // kernel to overwrite; timeout 0 never blocks.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.fd.as_raw_fd(),
+                self.buf.as_mut_ptr(),
+                self.buf.len() as libc::c_int,
+                0,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(())
+            } else {
+                Err(e)
+            };
+        }
+        for ev in &self.buf[..n as usize] {
+            let flags = ev.events as libc::c_int;
+            out.push(Ready {
+                token: ev.u64,
+                readable: flags & libc::EPOLLIN != 0,
+                hup: flags & (libc::EPOLLHUP | libc::EPOLLERR | libc::EPOLLRDHUP) != 0,
+            });
+        }
+        Ok(())
+    }
+
+    pub fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Blocks SIGTERM, SIGINT and SIGHUP and returns a signalfd that reports
+/// them; ignores SIGPIPE (sockets are written with MSG_NOSIGNAL anyway).
+pub fn termination_signals() -> io::Result<OwnedFd> {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid sigset_t; the signal numbers are valid.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+    }
+    // SAFETY: set is initialised; the old mask is not wanted (null). The
+    // daemon runs one thread, so the process mask is the thread mask.
+    cvt(unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) })?;
+    // SAFETY: changing SIGPIPE's disposition to SIG_IGN has no preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    // SAFETY: -1 asks for a new fd; set is initialised.
+    let fd = cvt(unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) })?;
+    // SAFETY: fd was just returned by signalfd; we own it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Reads one pending signal from a signalfd; None if none is pending.
+pub fn read_signal(fd: BorrowedFd<'_>) -> io::Result<Option<u32>> {
+    // SAFETY: signalfd_siginfo is plain data; zero is a valid value.
+    let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::signalfd_siginfo>();
+    // SAFETY: reads at most `size` bytes into `info`, which has that size.
+    let n = unsafe {
+        libc::read(
+            fd.as_raw_fd(),
+            (&mut info as *mut libc::signalfd_siginfo).cast(),
+            size,
+        )
+    };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::WouldBlock {
+            Ok(None)
+        } else {
+            Err(e)
+        };
+    }
+    Ok((n as usize == size).then_some(info.ssi_signo))
+}
+
+fn unix_addr(path: &Path) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
+    // SAFETY: sockaddr_un is plain data; zero is a valid value.
+    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.len() >= sa.sun_path.len() || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("socket path too long (max {} bytes)", sa.sun_path.len() - 1),
+        ));
+    }
+    for (d, &s) in sa.sun_path.iter_mut().zip(bytes) {
+        *d = s as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
+    Ok((sa, len as libc::socklen_t))
+}
+
+fn seqpacket_socket(nonblock: bool) -> io::Result<OwnedFd> {
+    let flags =
+        libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | if nonblock { libc::SOCK_NONBLOCK } else { 0 };
+    // SAFETY: plain socket(2) call; returns a new fd or -1.
+    let fd = cvt(unsafe { libc::socket(libc::AF_UNIX, flags, 0) })?;
+    // SAFETY: fd was just returned by socket; we own it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Connects a SOCK_SEQPACKET socket to `path` (blocking).
+pub fn connect_seqpacket(path: &Path) -> io::Result<OwnedFd> {
+    let (sa, len) = unix_addr(path)?;
+    let fd = seqpacket_socket(false)?;
+    // SAFETY: sa is a valid sockaddr_un of `len` bytes.
+    cvt(unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&sa as *const libc::sockaddr_un).cast(),
+            len,
+        )
+    })?;
+    Ok(fd)
+}
+
+/// A non-blocking listening SOCK_SEQPACKET socket at `path`, mode 0600
+/// (the umask is tightened around bind so the file never exists wider).
+pub fn listen_seqpacket(path: &Path) -> io::Result<OwnedFd> {
+    let (sa, len) = unix_addr(path)?;
+    let fd = seqpacket_socket(true)?;
+    // SAFETY: umask only swaps the process mask; restored right after.
+    let old = unsafe { libc::umask(0o177) };
+    // SAFETY: sa is a valid sockaddr_un of `len` bytes.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sa as *const libc::sockaddr_un).cast(),
+            len,
+        )
+    };
+    let err = io::Error::last_os_error();
+    // SAFETY: umask only swaps the process mask, back to what it was.
+    unsafe { libc::umask(old) };
+    if r < 0 {
+        return Err(err);
+    }
+    // SAFETY: listen on a bound socket we own.
+    cvt(unsafe { libc::listen(fd.as_raw_fd(), 128) })?;
+    Ok(fd)
+}
+
+/// Accepts one connection (non-blocking, close-on-exec); None if none waits.
+pub fn accept(listener: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
+    loop {
+        // SAFETY: accept4 with null address pointers is allowed.
+        let fd = unsafe {
+            libc::accept4(
+                listener.as_raw_fd(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            )
+        };
+        if fd >= 0 {
+            // SAFETY: accept4 returned a new fd that we now own.
+            return Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }));
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock => return Ok(None),
+            io::ErrorKind::Interrupted => continue,
+            // The peer gave up between connect and accept: nothing to do.
+            _ if e.raw_os_error() == Some(libc::ECONNABORTED) => continue,
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Credentials of the process at the other end of a Unix socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerCred {
+    pub pid: u32,
+    pub uid: u32,
+}
+
+pub fn peer_cred(sock: BorrowedFd<'_>) -> io::Result<PeerCred> {
+    // SAFETY: ucred is plain data; zero is a valid value.
+    let mut c: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: c and len are valid for getsockopt to fill.
+    cvt(unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut c as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(PeerCred {
+        pid: c.pid as u32,
+        uid: c.uid,
+    })
+}
+
+/// Whether `fd` is a socket (the async-event and channel fds must be).
+pub fn is_socket(fd: BorrowedFd<'_>) -> bool {
+    // SAFETY: stat is plain data; fstat fills it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is open for the duration of the call; st is valid.
+    let r = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
+    r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK
+}
+
+/// Whether `fd` is this process's own `/proc/<pid>/mem`: a client must
+/// not make the daemon reach into itself.
+pub fn is_own_mem(fd: BorrowedFd<'_>) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(own) = std::fs::metadata("/proc/self/mem") else {
+        return false;
+    };
+    // SAFETY: stat is plain data; fstat fills it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is open for the duration of the call; st is valid.
+    let r = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
+    r == 0 && st.st_dev == own.dev() && st.st_ino == own.ino()
+}
+
+/// Sends one small record without blocking and without SIGPIPE. Returns
+/// false if it could not be sent (the reader is gone or not reading).
+pub fn send_record(sock: BorrowedFd<'_>, rec: &[u8]) -> bool {
+    // SAFETY: rec is a valid buffer of rec.len() bytes for the call.
+    let n = unsafe {
+        libc::send(
+            sock.as_raw_fd(),
+            rec.as_ptr().cast(),
+            rec.len(),
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        )
+    };
+    n == rec.len() as isize
+}
+
+/// Raises the soft limit on open files to the hard limit (every client
+/// holds several fds in the daemon).
+pub fn raise_nofile_limit() {
+    // SAFETY: rlimit is plain data; getrlimit/setrlimit read/write it.
+    unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}

@@ -1,0 +1,363 @@
+//! Running unmodified verbs programs (rdma-core's tools, perftest, small C
+//! programs) against an rxu device brought up with `rxu up` and the
+//! provider loaded through RDMAV_DRIVERS.
+//!
+//! Every device gets its own runtime directory, every program run is
+//! bounded by a timeout (killed after it), and a failing run prints the
+//! programs' output. [`Dev::up`] and [`compile_c`] skip (see
+//! [`crate::skip`]) when the machine cannot run them: not root (`rxu up`
+//! creates /dev/infiniband/uverbsN), a tool or the verbs headers not
+//! installed.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::runtime::scratch_dir;
+use crate::{bins, have, is_root, skip};
+
+/// A device that is up, with the environment a verbs program needs.
+pub struct Dev {
+    pub name: String,
+    pub addr: String,
+    rt: PathBuf,
+    rxu: PathBuf,
+    pub env: HashMap<String, String>,
+}
+
+impl Dev {
+    /// Brings up `name` on `addr`; None (after [`skip`]) when the test
+    /// cannot run here. `tools` must be installed.
+    pub fn up(name: &str, addr: &str, tools: &[&str]) -> Option<Dev> {
+        if !is_root() {
+            skip("needs root (rxu up creates /dev/infiniband/uverbsN)");
+            return None;
+        }
+        if let Some(t) = tools.iter().find(|t| !have(t)) {
+            skip(&format!("{t} is not installed (scripts/install-deps)"));
+            return None;
+        }
+        let rt = scratch_dir(&format!("verbs-{name}"));
+        // A private copy: a rebuild must not swap the file under a program.
+        let lib = rt.join("librxu-rdmav34.so");
+        std::fs::copy(bins::provider_lib(), &lib).unwrap();
+        let rxu = bins::rxu();
+        let out = Command::new(&rxu)
+            .args(["up", "--addr", addr, "--name", name])
+            .env("RXU_RUNTIME_DIR", &rt)
+            .output()
+            .expect("run rxu up");
+        assert!(
+            out.status.success(),
+            "rxu up --addr {addr} --name {name}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut env = HashMap::new();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if let Some((k, v)) = line.strip_prefix("export ").and_then(|l| l.split_once('=')) {
+                env.insert(k.to_owned(), v.trim_matches('\'').to_owned());
+            }
+        }
+        assert!(env.contains_key("SYSFS_PATH"), "rxu up printed {env:?}");
+        env.insert("RXU_RUNTIME_DIR".into(), rt.display().to_string());
+        env.insert(
+            "RDMAV_DRIVERS".into(),
+            rt.join("librxu").display().to_string(),
+        );
+        Some(Dev {
+            name: name.to_owned(),
+            addr: addr.to_owned(),
+            rt,
+            rxu,
+            env,
+        })
+    }
+
+    /// A command with the device's environment.
+    pub fn cmd(&self, prog: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(prog);
+        c.envs(&self.env);
+        c
+    }
+
+    pub fn runtime_dir(&self) -> &Path {
+        &self.rt
+    }
+
+    /// Runs one program to completion (at most `limit`).
+    pub fn run(&self, prog: &str, args: &[&str], limit: Duration) -> Run {
+        let mut c = self.cmd(prog);
+        c.args(args);
+        Run::finish(spawn(c), limit, format!("{prog} {}", args.join(" ")))
+    }
+
+    /// A server and a client of the same program: the server first, the
+    /// client (with `127.0.0.1` appended) once the server listens on `port`.
+    pub fn pair(&self, prog: &str, port: u16, args: &[&str], limit: Duration) -> Pair {
+        let port_s = port.to_string();
+        let mut full: Vec<&str> = vec!["-d", &self.name, "-p", &port_s];
+        full.extend_from_slice(args);
+        let mut s = self.cmd(prog);
+        s.args(&full);
+        let server = spawn(s);
+        let listening = wait_listen(port, Duration::from_secs(10));
+        let mut c = self.cmd(prog);
+        c.args(&full).arg("127.0.0.1");
+        let client = listening.then(|| spawn(c));
+        let what = format!("{prog} {}", full.join(" "));
+        let client = client.map(|c| Run::finish(c, limit, format!("client: {what} 127.0.0.1")));
+        let server = Run::finish(server, limit, format!("server: {what}"));
+        Pair {
+            server,
+            client,
+            listening,
+        }
+    }
+
+    /// A server on this device and a client on `client` (another device,
+    /// so every packet crosses UDP between two daemons); the client
+    /// connects to the server's TCP port on 127.0.0.1.
+    pub fn pair_across(
+        &self,
+        client: &Dev,
+        prog: &str,
+        port: u16,
+        args: &[&str],
+        limit: Duration,
+    ) -> Pair {
+        let port_s = port.to_string();
+        let side = |dev: &Dev| {
+            let mut v: Vec<String> = vec!["-d".into(), dev.name.clone(), "-p".into()];
+            v.push(port_s.clone());
+            v.extend(args.iter().map(|a| a.to_string()));
+            v
+        };
+        let (sargs, cargs) = (side(self), side(client));
+        let mut s = self.cmd(prog);
+        s.args(&sargs);
+        let server = spawn(s);
+        let listening = wait_listen(port, Duration::from_secs(10));
+        let mut c = client.cmd(prog);
+        c.args(&cargs).arg("127.0.0.1");
+        let client = listening.then(|| spawn(c));
+        let (sw, cw) = (sargs.join(" "), cargs.join(" "));
+        let client =
+            client.map(|c| Run::finish(c, limit, format!("client: {prog} {cw} 127.0.0.1")));
+        let server = Run::finish(server, limit, format!("server: {prog} {sw}"));
+        Pair {
+            server,
+            client,
+            listening,
+        }
+    }
+
+    /// Starts a program with the device's environment; its output is
+    /// collected by [`Run::wait`].
+    pub fn start(&self, prog: &str, args: &[&str]) -> Child {
+        let mut c = self.cmd(prog);
+        c.args(args);
+        spawn(c)
+    }
+
+    /// Daemon counters (`rxu stats`).
+    pub fn stats(&self) -> String {
+        let out = Command::new(&self.rxu)
+            .args(["stats", "--name", &self.name])
+            .env("RXU_RUNTIME_DIR", &self.rt)
+            .output()
+            .expect("run rxu stats");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        let _ = Command::new(&self.rxu)
+            .args(["down", "--name", &self.name, "--force"])
+            .env("RXU_RUNTIME_DIR", &self.rt)
+            .output();
+        let _ = std::fs::remove_dir_all(&self.rt);
+    }
+}
+
+fn spawn(mut c: Command) -> Child {
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn a verbs program")
+}
+
+/// Whether something listens on TCP `port` (read from /proc/net/tcp*, so
+/// the one-connection servers are not disturbed).
+fn listening(port: u16) -> bool {
+    let want = format!(":{port:04X} ");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && format!("{} ", cols[1]).ends_with(&want) && cols[3] == "0A"
+            })
+        })
+    })
+}
+
+pub fn wait_listen(port: u16, limit: Duration) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if listening(port) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// A finished (or killed) program run.
+pub struct Run {
+    pub what: String,
+    pub status: Option<ExitStatus>,
+    pub timed_out: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn finish(mut child: Child, limit: Duration, what: String) -> Run {
+        // Drain the pipes in threads so a chatty program never blocks.
+        let mut so = child.stdout.take().expect("stdout");
+        let mut se = child.stderr.take().expect("stderr");
+        let to = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = so.read_to_string(&mut s);
+            s
+        });
+        let te = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = se.read_to_string(&mut s);
+            s
+        });
+        let end = Instant::now() + limit;
+        let mut timed_out = false;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(st)) => break Some(st),
+                Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(10)),
+                _ => {
+                    timed_out = true;
+                    let _ = child.kill();
+                    break child.wait().ok();
+                }
+            }
+        };
+        Run {
+            what,
+            status,
+            timed_out,
+            stdout: to.join().unwrap_or_default(),
+            stderr: te.join().unwrap_or_default(),
+        }
+    }
+
+    /// Waits (at most `limit`) for a program from [`Dev::start`].
+    pub fn wait(child: Child, limit: Duration, what: &str) -> Run {
+        Run::finish(child, limit, what.to_owned())
+    }
+
+    pub fn ok(&self) -> bool {
+        !self.timed_out && self.status.is_some_and(|s| s.success())
+    }
+
+    pub fn report(&self) -> String {
+        format!(
+            "--- {} ({}):\n{}{}",
+            self.what,
+            if self.timed_out {
+                "killed after its time limit".to_owned()
+            } else {
+                format!("{:?}", self.status)
+            },
+            self.stdout,
+            self.stderr
+        )
+    }
+
+    /// Panics with the output unless the program succeeded.
+    pub fn expect_ok(&self) -> &Self {
+        assert!(self.ok(), "{}", self.report());
+        self
+    }
+}
+
+/// Both sides of a client/server program.
+pub struct Pair {
+    pub server: Run,
+    pub client: Option<Run>,
+    pub listening: bool,
+}
+
+impl Pair {
+    pub fn ok(&self) -> bool {
+        self.listening && self.server.ok() && self.client.as_ref().is_some_and(Run::ok)
+    }
+
+    pub fn report(&self) -> String {
+        let mut s = String::new();
+        if !self.listening {
+            s += "the server never listened\n";
+        }
+        s += &self.server.report();
+        if let Some(c) = &self.client {
+            s += &c.report();
+        }
+        s
+    }
+
+    /// Panics with both outputs unless both sides succeeded.
+    pub fn expect_ok(&self) -> &Self {
+        assert!(self.ok(), "{}", self.report());
+        self
+    }
+
+    pub fn client_stdout(&self) -> &str {
+        self.client.as_ref().map_or("", |c| c.stdout.as_str())
+    }
+}
+
+/// Compiles `tests/c/<name>.c` against libibverbs into `out_dir`; None
+/// (after [`skip`]) without a C compiler or the verbs headers.
+pub fn compile_c(name: &str, out_dir: &Path) -> Option<PathBuf> {
+    if !Path::new("/usr/include/infiniband/verbs.h").exists() {
+        skip("infiniband/verbs.h not installed (libibverbs-dev)");
+        return None;
+    }
+    // tests/c beside this crate (tests/kit).
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../c")
+        .join(format!("{name}.c"));
+    let exe = out_dir.join(name);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = match Command::new(&cc)
+        .args(["-Wall", "-O1", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg("-libverbs")
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => {
+            skip(&format!("no C compiler ({cc}: {e})"));
+            return None;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "{} did not compile:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(exe)
+}
