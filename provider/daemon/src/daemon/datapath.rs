@@ -331,35 +331,15 @@ impl Device {
         );
         for round in 0..self.rounds() {
             let got = self.driver.recv();
-            let Device {
-                endpoint,
-                driver,
-                sessions,
-                cq_owner,
-                counters,
-                slot_buf,
-                ..
-            } = self;
-            if driver.received() > 0 {
-                counters.wqes_posted +=
-                    refill_receives(endpoint, sessions, cq_owner, counters, slot_buf) as u64;
+            if self.driver.received() > 0 {
+                self.refill_receives();
             }
-            let mut cqs = DeviceCqs::new(sessions, cq_owner, counters);
-            let r = driver.dispatch(|m, b| endpoint.handle_datagram(now, m, b, &mut cqs));
+            let r = self.dispatch_packets(now);
             if round == 0 {
                 work += self.consume();
             }
             got?;
-            let Device {
-                endpoint,
-                driver,
-                sessions,
-                cq_owner,
-                counters,
-                ..
-            } = self;
-            let mut cqs = DeviceCqs::new(sessions, cq_owner, counters);
-            let s = driver.transmit(|b| endpoint.poll_transmit(now, b, &mut cqs));
+            let s = self.transmit_packets(now);
             work += r + s;
             if r == 0 && s == 0 {
                 break;
@@ -367,6 +347,48 @@ impl Device {
             now = Instant::now();
         }
         Ok(work)
+    }
+
+    /// [`refill_receives`] over every client.
+    fn refill_receives(&mut self) {
+        let Device {
+            endpoint,
+            sessions,
+            cq_owner,
+            counters,
+            slot_buf,
+            ..
+        } = self;
+        let n = refill_receives(endpoint, sessions, cq_owner, counters, slot_buf);
+        counters.wqes_posted += n as u64;
+    }
+
+    /// The received packets to the endpoint; returns how many.
+    fn dispatch_packets(&mut self, now: Instant) -> usize {
+        let Device {
+            endpoint,
+            driver,
+            sessions,
+            cq_owner,
+            counters,
+            ..
+        } = self;
+        let mut cqs = DeviceCqs::new(sessions, cq_owner, counters);
+        driver.dispatch(|m, b| endpoint.handle_datagram(now, m, b, &mut cqs))
+    }
+
+    /// One send batch from the endpoint; returns the packets it made.
+    fn transmit_packets(&mut self, now: Instant) -> usize {
+        let Device {
+            endpoint,
+            driver,
+            sessions,
+            cq_owner,
+            counters,
+            ..
+        } = self;
+        let mut cqs = DeviceCqs::new(sessions, cq_owner, counters);
+        driver.transmit(|b| endpoint.poll_transmit(now, b, &mut cqs))
     }
 
     /// Takes posted work from every client's rings; returns WQEs taken.
