@@ -15,11 +15,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use provider::proto::abi::{wr_opcode, Cqe, RecvSlot, SendSlot, Sge, CQE_SIZE};
+use provider::proto::abi::{Cqe, RecvSlot, SendSlot, Sge, CQE_SIZE};
 use provider::proto::fdpass::{recv_msg, send_msg};
 use provider::proto::{self, AhAttr, QpAttr, QpCap, QpType, Request, Response, MAX_MSG};
 use provider::ring::{Consumer, Doorbell, Producer, Ring};
 use provider::verbs::{self, mask};
+use transport::verbs::WrOpcode;
 
 const LOCAL_WRITE: u32 = 1;
 const REMOTE_WRITE: u32 = 2;
@@ -392,7 +393,7 @@ fn send_and_write_between_two_rc_qps_then_cleanup() {
     let mut slot = vec![0u8; qa.sq.slot_size()];
     SendSlot {
         wr_id: 0xa0,
-        opcode: wr_opcode::SEND,
+        opcode: WrOpcode::SEND,
         send_flags: SIGNALED,
         sges: vec![Sge {
             addr: src.as_ptr() as u64,
@@ -406,7 +407,7 @@ fn send_and_write_between_two_rc_qps_then_cleanup() {
     push(&mut qa.sq, &a.bell, &slot);
     SendSlot {
         wr_id: 0xa1,
-        opcode: wr_opcode::RDMA_WRITE,
+        opcode: WrOpcode::RDMA_WRITE,
         send_flags: SIGNALED,
         remote_addr: dst.as_ptr() as u64 + 32768,
         rkey: drkey,
@@ -700,7 +701,7 @@ fn bench_pingpong_and_write_goodput() {
     };
     let ping = SendSlot {
         wr_id: 2,
-        opcode: wr_opcode::SEND,
+        opcode: WrOpcode::SEND,
         send_flags: SIGNALED,
         sges: vec![Sge {
             addr: src.as_ptr() as u64,
@@ -745,7 +746,7 @@ fn bench_pingpong_and_write_goodput() {
                 &mut qa.sq,
                 &SendSlot {
                     wr_id: posted as u64,
-                    opcode: wr_opcode::RDMA_WRITE,
+                    opcode: WrOpcode::RDMA_WRITE,
                     send_flags: SIGNALED,
                     remote_addr: dst.as_ptr() as u64 + off as u64,
                     rkey: drkey,

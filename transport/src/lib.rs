@@ -5,12 +5,15 @@
 //! - [`psn`]: 24-bit packet sequence number arithmetic.
 //! - [`qp`]: sans-IO queue pair state machines (requester, responder,
 //!   completer) for RC, UC and UD.
+//! - [`verbs`]: the libibverbs vocabulary shared by every crate (WR opcode
+//!   table).
 //! - [`engine`]: the UDP engine that owns sockets and timers and drives QPs,
 //!   plus a seeded fault injector for tests.
 
 pub mod engine;
 pub mod psn;
 pub mod qp;
+pub mod verbs;
 pub mod wire;
 
 pub use psn::Psn;

@@ -13,7 +13,7 @@ use std::ffi::{c_int, c_void};
 use std::ops::Range;
 use std::sync::MutexGuard;
 
-use provider::client::{send_flags, wr_opcode as op, SendWr, Sge, UdDest};
+use provider::client::{send_flags, SendWr, Sge, UdDest, WrOpcode as Op};
 
 use crate::abi::{IbvAh, IbvDataBuf, IbvQpEx, VerbsQpArea, WrFlushFn};
 use crate::guard::{self, OpResult};
@@ -24,7 +24,7 @@ use crate::version::Lib;
 
 struct Pending {
     wr_id: u64,
-    opcode: u32,
+    opcode: Op,
     flags: u32,
     imm: u32,
     remote_addr: u64,
@@ -112,7 +112,7 @@ unsafe fn batch<'a>(qpx: *mut IbvQpEx) -> (&'a RxuQp, MutexGuard<'a, Builder>) {
 ///
 /// # Safety
 /// As [`batch`].
-unsafe fn begin(qpx: *mut IbvQpEx, opcode: u32, f: impl FnOnce(&mut Pending)) {
+unsafe fn begin(qpx: *mut IbvQpEx, opcode: Op, f: impl FnOnce(&mut Pending)) {
     guard::void_op("ibv_wr_*", || {
         // SAFETY: forwarded; wr_id and wr_flags are the caller's to set
         // before each builder call, read here.
@@ -225,20 +225,20 @@ fn post_batch(r: &RxuQp, b: &Builder) -> OpResult<()> {
 
 unsafe extern "C" fn wr_send(qpx: *mut IbvQpEx) {
     // SAFETY: qpx is ours.
-    unsafe { begin(qpx, op::SEND, |_| {}) }
+    unsafe { begin(qpx, Op::SEND, |_| {}) }
 }
 unsafe extern "C" fn wr_send_imm(qpx: *mut IbvQpEx, imm: u32) {
     // SAFETY: qpx is ours. `imm` is __be32.
-    unsafe { begin(qpx, op::SEND_WITH_IMM, |p| p.imm = u32::from_be(imm)) }
+    unsafe { begin(qpx, Op::SEND_WITH_IMM, |p| p.imm = u32::from_be(imm)) }
 }
 unsafe extern "C" fn wr_send_inv(qpx: *mut IbvQpEx, rkey: u32) {
     // SAFETY: qpx is ours.
-    unsafe { begin(qpx, op::SEND_WITH_INV, |p| p.imm = rkey) }
+    unsafe { begin(qpx, Op::SEND_WITH_INV, |p| p.imm = rkey) }
 }
 unsafe extern "C" fn wr_rdma_write(qpx: *mut IbvQpEx, rkey: u32, addr: u64) {
     // SAFETY: qpx is ours.
     unsafe {
-        begin(qpx, op::RDMA_WRITE, |p| {
+        begin(qpx, Op::RDMA_WRITE, |p| {
             (p.rkey, p.remote_addr) = (rkey, addr)
         })
     }
@@ -246,7 +246,7 @@ unsafe extern "C" fn wr_rdma_write(qpx: *mut IbvQpEx, rkey: u32, addr: u64) {
 unsafe extern "C" fn wr_rdma_write_imm(qpx: *mut IbvQpEx, rkey: u32, addr: u64, imm: u32) {
     // SAFETY: qpx is ours.
     unsafe {
-        begin(qpx, op::RDMA_WRITE_WITH_IMM, |p| {
+        begin(qpx, Op::RDMA_WRITE_WITH_IMM, |p| {
             (p.rkey, p.remote_addr, p.imm) = (rkey, addr, u32::from_be(imm))
         })
     }
@@ -254,7 +254,7 @@ unsafe extern "C" fn wr_rdma_write_imm(qpx: *mut IbvQpEx, rkey: u32, addr: u64, 
 unsafe extern "C" fn wr_rdma_read(qpx: *mut IbvQpEx, rkey: u32, addr: u64) {
     // SAFETY: qpx is ours.
     unsafe {
-        begin(qpx, op::RDMA_READ, |p| {
+        begin(qpx, Op::RDMA_READ, |p| {
             (p.rkey, p.remote_addr) = (rkey, addr)
         })
     }
@@ -268,7 +268,7 @@ unsafe extern "C" fn wr_atomic_cmp_swp(
 ) {
     // SAFETY: qpx is ours.
     unsafe {
-        begin(qpx, op::ATOMIC_CMP_AND_SWP, |p| {
+        begin(qpx, Op::ATOMIC_CMP_AND_SWP, |p| {
             (p.rkey, p.remote_addr, p.compare_add, p.swap) = (rkey, addr, cmp, swap)
         })
     }
@@ -276,7 +276,7 @@ unsafe extern "C" fn wr_atomic_cmp_swp(
 unsafe extern "C" fn wr_atomic_fetch_add(qpx: *mut IbvQpEx, rkey: u32, addr: u64, add: u64) {
     // SAFETY: qpx is ours.
     unsafe {
-        begin(qpx, op::ATOMIC_FETCH_AND_ADD, |p| {
+        begin(qpx, Op::ATOMIC_FETCH_AND_ADD, |p| {
             (p.rkey, p.remote_addr, p.compare_add) = (rkey, addr, add)
         })
     }
@@ -285,7 +285,7 @@ unsafe extern "C" fn wr_atomic_fetch_add(qpx: *mut IbvQpEx, rkey: u32, addr: u64
 unsafe extern "C" fn wr_atomic_write(qpx: *mut IbvQpEx, rkey: u32, addr: u64, data: *const c_void) {
     // SAFETY: qpx is ours.
     unsafe {
-        begin(qpx, op::ATOMIC_WRITE, |p| {
+        begin(qpx, Op::ATOMIC_WRITE, |p| {
             (p.rkey, p.remote_addr) = (rkey, addr)
         })
     };

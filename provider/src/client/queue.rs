@@ -428,6 +428,94 @@ mod tests {
         assert!(pop_send(&mut c).is_none());
     }
 
+    /// Every opcode on every QP type at post time (no daemon): accepted
+    /// ones land in the ring, refused ones are EINVAL at their index and
+    /// leave the ring as it was after the WR before them.
+    #[test]
+    fn every_opcode_on_every_qp_type() {
+        use crate::client::ah::Ah;
+        use crate::proto::AhAttr;
+        use transport::verbs::WrOpcode;
+        let ah = Ah::for_tests(AhAttr {
+            dgid: [1; 16],
+            is_global: true,
+            ..Default::default()
+        });
+        let accepted: [(QpType, &[u32]); 3] = [
+            (QpType::Rc, &[0, 1, 2, 3, 4, 5, 6, 9, 14, 15]),
+            (QpType::Uc, &[0, 1, 2, 3]),
+            (QpType::Ud, &[2, 3]),
+        ];
+        let bell = Doorbell::new().unwrap();
+        let sge = [Sge {
+            addr: 0x1000,
+            length: 8,
+            lkey: 1,
+        }];
+        for (t, ok) in accepted {
+            for v in 0..=17u32 {
+                let (ring, fd) =
+                    Ring::create("rxu-client-test", abi::send_slot_size(2, 32), 8).unwrap();
+                let lim = SqLimits {
+                    qp_type: t,
+                    max_sge: 2,
+                    max_inline: 32,
+                };
+                let q = SendQueue::new(Ring::attach(&fd).unwrap().into_producer(), lim).unwrap();
+                let q = Mutex::new(q);
+                let mut c = ring.into_consumer();
+                let mut wr = SendWr {
+                    wr_id: 2,
+                    opcode: WrOpcode(v),
+                    sg_list: &sge,
+                    remote_addr: 0x2000,
+                    rkey: 5,
+                    ..Default::default()
+                };
+                let mut good = SendWr::send(1, &sge);
+                if t == QpType::Ud {
+                    wr = wr.ud(&ah, 3, 4);
+                    good = good.ud(&ah, 3, 4);
+                }
+                let r = post_sends(SqGuard::new(&q, &bell, true), &[good, wr]);
+                assert_eq!(pop_send(&mut c).unwrap().wr_id, 1);
+                if ok.contains(&v) {
+                    assert!(r.is_ok(), "{t:?} {v}: {r:?}");
+                    let s = pop_send(&mut c).unwrap();
+                    assert_eq!((s.wr_id, s.opcode), (2, WrOpcode(v)));
+                } else {
+                    let e = r.expect_err(&format!("{t:?} {v} accepted"));
+                    assert_eq!((e.index, e.errno()), (1, libc::EINVAL), "{t:?} {v}");
+                    assert!(pop_send(&mut c).is_none(), "{t:?} {v}");
+                }
+            }
+        }
+    }
+
+    /// The review's bug: SEND_WITH_INV on UC was accepted here and failed
+    /// the QP in the daemon.
+    #[test]
+    fn send_with_inv_on_uc_is_einval() {
+        let (ring, fd) = Ring::create("rxu-client-test", abi::send_slot_size(2, 32), 4).unwrap();
+        let lim = SqLimits {
+            qp_type: QpType::Uc,
+            max_sge: 2,
+            max_inline: 32,
+        };
+        let q =
+            Mutex::new(SendQueue::new(Ring::attach(&fd).unwrap().into_producer(), lim).unwrap());
+        let mut c = ring.into_consumer();
+        let bell = Doorbell::new().unwrap();
+        let wr = SendWr {
+            opcode: transport::verbs::WrOpcode::SEND_WITH_INV,
+            imm_data: 0x1234,
+            ..SendWr::send(5, &[])
+        };
+        let e = post_sends(SqGuard::new(&q, &bell, true), &[wr]).unwrap_err();
+        assert_eq!((e.index, e.errno()), (0, libc::EINVAL));
+        assert!(pop_send(&mut c).is_none());
+    }
+
     #[test]
     fn receives_land_in_the_ring() {
         let (ring, fd) = Ring::create("rxu-client-test", abi::recv_slot_size(2), 4).unwrap();

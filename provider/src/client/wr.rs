@@ -8,9 +8,10 @@
 
 use super::ah::Ah;
 use super::error::{Error, Result};
-use crate::proto::abi::{wr_opcode, RECV_HDR, SEND_HDR, SGE_SIZE};
+use crate::proto::abi::{RECV_HDR, SEND_HDR, SGE_SIZE};
 use crate::proto::QpType;
 use transport::qp::send_flags;
+use transport::verbs::{WrKind, WrOpcode};
 
 /// One scatter/gather element, laid out as `struct ibv_sge` so a C caller's
 /// array can be viewed as a slice of these.
@@ -34,8 +35,8 @@ pub struct UdDest<'a> {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SendWr<'a> {
     pub wr_id: u64,
-    /// An `ibv_wr_opcode` ([`wr_opcode`]).
-    pub opcode: u32,
+    /// An `ibv_wr_opcode`.
+    pub opcode: WrOpcode,
     /// `ibv_send_flags` bits ([`send_flags`]).
     pub send_flags: u32,
     pub sg_list: &'a [Sge],
@@ -59,7 +60,7 @@ pub struct SendWr<'a> {
 }
 
 impl<'a> SendWr<'a> {
-    fn op(wr_id: u64, opcode: u32, sg_list: &'a [Sge]) -> Self {
+    fn op(wr_id: u64, opcode: WrOpcode, sg_list: &'a [Sge]) -> Self {
         SendWr {
             wr_id,
             opcode,
@@ -69,13 +70,13 @@ impl<'a> SendWr<'a> {
     }
 
     pub fn send(wr_id: u64, sg_list: &'a [Sge]) -> Self {
-        Self::op(wr_id, wr_opcode::SEND, sg_list)
+        Self::op(wr_id, WrOpcode::SEND, sg_list)
     }
 
     pub fn send_imm(wr_id: u64, sg_list: &'a [Sge], imm: u32) -> Self {
         SendWr {
             imm_data: imm,
-            ..Self::op(wr_id, wr_opcode::SEND_WITH_IMM, sg_list)
+            ..Self::op(wr_id, WrOpcode::SEND_WITH_IMM, sg_list)
         }
     }
 
@@ -83,7 +84,7 @@ impl<'a> SendWr<'a> {
         SendWr {
             remote_addr,
             rkey,
-            ..Self::op(wr_id, wr_opcode::RDMA_WRITE, sg_list)
+            ..Self::op(wr_id, WrOpcode::RDMA_WRITE, sg_list)
         }
     }
 
@@ -98,7 +99,7 @@ impl<'a> SendWr<'a> {
             remote_addr,
             rkey,
             imm_data: imm,
-            ..Self::op(wr_id, wr_opcode::RDMA_WRITE_WITH_IMM, sg_list)
+            ..Self::op(wr_id, WrOpcode::RDMA_WRITE_WITH_IMM, sg_list)
         }
     }
 
@@ -106,7 +107,7 @@ impl<'a> SendWr<'a> {
         SendWr {
             remote_addr,
             rkey,
-            ..Self::op(wr_id, wr_opcode::RDMA_READ, sg_list)
+            ..Self::op(wr_id, WrOpcode::RDMA_READ, sg_list)
         }
     }
 
@@ -124,7 +125,7 @@ impl<'a> SendWr<'a> {
             rkey,
             compare_add: compare,
             swap,
-            ..Self::op(wr_id, wr_opcode::ATOMIC_CMP_AND_SWP, sg_list)
+            ..Self::op(wr_id, WrOpcode::ATOMIC_CMP_AND_SWP, sg_list)
         }
     }
 
@@ -140,7 +141,7 @@ impl<'a> SendWr<'a> {
             remote_addr,
             rkey,
             compare_add: add,
-            ..Self::op(wr_id, wr_opcode::ATOMIC_FETCH_AND_ADD, sg_list)
+            ..Self::op(wr_id, WrOpcode::ATOMIC_FETCH_AND_ADD, sg_list)
         }
     }
 
@@ -201,36 +202,13 @@ pub(crate) struct SqLimits {
     pub max_inline: u32,
 }
 
-/// Whether `opcode` may be posted on `qp_type` (as rxe's table).
-fn opcode_allowed(qp_type: QpType, opcode: u32) -> bool {
-    use wr_opcode::*;
-    match qp_type {
-        QpType::Ud => matches!(opcode, SEND | SEND_WITH_IMM),
-        QpType::Uc => matches!(
-            opcode,
-            SEND | SEND_WITH_IMM | RDMA_WRITE | RDMA_WRITE_WITH_IMM | SEND_WITH_INV
-        ),
-        QpType::Rc => matches!(
-            opcode,
-            SEND | SEND_WITH_IMM
-                | SEND_WITH_INV
-                | RDMA_WRITE
-                | RDMA_WRITE_WITH_IMM
-                | RDMA_READ
-                | ATOMIC_CMP_AND_SWP
-                | ATOMIC_FETCH_AND_ADD
-                | ATOMIC_WRITE
-                | FLUSH
-        ),
+/// The transport's name for a QP type (the table's key).
+fn transport_type(t: QpType) -> transport::qp::QpType {
+    match t {
+        QpType::Rc => transport::qp::QpType::Rc,
+        QpType::Uc => transport::qp::QpType::Uc,
+        QpType::Ud => transport::qp::QpType::Ud,
     }
-}
-
-fn may_inline(opcode: u32) -> bool {
-    use wr_opcode::*;
-    matches!(
-        opcode,
-        SEND | SEND_WITH_IMM | SEND_WITH_INV | RDMA_WRITE | RDMA_WRITE_WITH_IMM | ATOMIC_WRITE
-    )
 }
 
 /// Sum of the SGE lengths, or None if it overflows u32.
@@ -246,15 +224,16 @@ pub(crate) fn is_inline(wr: &SendWr<'_>) -> bool {
 /// The synchronous checks of `ibv_post_send`. `inline_len` is the length of
 /// the inline payload when the WR is inline.
 pub(crate) fn check_send(wr: &SendWr<'_>, lim: &SqLimits, inline_len: Option<usize>) -> Result<()> {
-    if !opcode_allowed(lim.qp_type, wr.opcode) {
-        return Err(Error::Invalid("opcode not supported on this QP type"));
-    }
+    let info = match wr.opcode.info() {
+        Some(i) if i.allowed_on(transport_type(lim.qp_type)) => i,
+        _ => return Err(Error::Invalid("opcode not supported on this QP type")),
+    };
     if lim.qp_type == QpType::Ud && wr.ud.is_none() {
         return Err(Error::Invalid("UD send without an address handle"));
     }
     let len = match inline_len {
         Some(n) => {
-            if !may_inline(wr.opcode) {
+            if !info.inline_ok() {
                 return Err(Error::Invalid("opcode cannot be sent inline"));
             }
             if n > lim.max_inline as usize {
@@ -269,31 +248,21 @@ pub(crate) fn check_send(wr: &SendWr<'_>, lim: &SqLimits, inline_len: Option<usi
             u64::from(sg_len(wr.sg_list).ok_or(Error::Invalid("message length overflows"))?)
         }
     };
-    use wr_opcode::*;
-    if matches!(opcode_kind(wr.opcode), Kind::Atomic) {
-        if len != 8 {
-            return Err(Error::Invalid("atomic operations move exactly 8 bytes"));
+    match info.kind {
+        WrKind::Atomic => {
+            if len != 8 {
+                return Err(Error::Invalid("atomic operations move exactly 8 bytes"));
+            }
+            if !wr.remote_addr.is_multiple_of(8) {
+                return Err(Error::Invalid("atomic remote address not 8-byte aligned"));
+            }
         }
-        if !wr.remote_addr.is_multiple_of(8) {
-            return Err(Error::Invalid("atomic remote address not 8-byte aligned"));
+        WrKind::AtomicWrite if len != 8 => {
+            return Err(Error::Invalid("ATOMIC_WRITE moves exactly 8 bytes"));
         }
-    }
-    if wr.opcode == ATOMIC_WRITE && len != 8 {
-        return Err(Error::Invalid("ATOMIC_WRITE moves exactly 8 bytes"));
+        _ => {}
     }
     Ok(())
-}
-
-enum Kind {
-    Atomic,
-    Other,
-}
-
-fn opcode_kind(opcode: u32) -> Kind {
-    match opcode {
-        wr_opcode::ATOMIC_CMP_AND_SWP | wr_opcode::ATOMIC_FETCH_AND_ADD => Kind::Atomic,
-        _ => Kind::Other,
-    }
 }
 
 /// The send slot header. `inline_len` is the inline payload length (0 for
@@ -305,7 +274,7 @@ pub(crate) fn send_header(wr: &SendWr<'_>, inline_len: Option<usize>) -> [u8; SE
         None => (wr.sg_list.len() as u16, 0u16),
     };
     b[0..8].copy_from_slice(&wr.wr_id.to_le_bytes());
-    b[8..12].copy_from_slice(&wr.opcode.to_le_bytes());
+    b[8..12].copy_from_slice(&wr.opcode.0.to_le_bytes());
     // The daemon takes the slot as inline by this flag alone.
     let flags = match inline_len {
         Some(_) => wr.send_flags | send_flags::INLINE,
@@ -418,7 +387,7 @@ mod tests {
             got,
             SendSlot {
                 wr_id: 42,
-                opcode: abi::wr_opcode::ATOMIC_CMP_AND_SWP,
+                opcode: WrOpcode::ATOMIC_CMP_AND_SWP,
                 send_flags: send_flags::SIGNALED,
                 remote_addr: 0x8000,
                 rkey: 99,
@@ -519,7 +488,7 @@ mod tests {
             "16 bytes"
         );
         let mut bad = SendWr::send(1, &one);
-        bad.opcode = 12345;
+        bad.opcode = WrOpcode(12345);
         assert!(!ok(bad, &RC, None), "unknown opcode");
         let uc = SqLimits {
             qp_type: QpType::Uc,

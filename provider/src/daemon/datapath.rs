@@ -8,7 +8,7 @@
 //! from post, as with a full hardware queue.
 
 use transport::engine::{Engine, EngineError};
-use transport::qp::{QpError, QpEvent, QpState, SendOp, WcOpcode, WcStatus};
+use transport::qp::{QpError, QpEvent, QpState, WcOpcode, WcStatus};
 
 use crate::mem::DeviceMemory;
 use crate::proto::abi::Cqe;
@@ -40,18 +40,6 @@ fn error_cqe(qpn: u32, b: &BadWqe) -> Cqe {
         opcode: b.opcode as u32,
         qp_num: qpn,
         ..Cqe::default()
-    }
-}
-
-fn wc_opcode_of(op: &SendOp) -> WcOpcode {
-    match op {
-        SendOp::Send | SendOp::SendImm { .. } | SendOp::SendInv { .. } => WcOpcode::Send,
-        SendOp::Write { .. } | SendOp::WriteImm { .. } => WcOpcode::RdmaWrite,
-        SendOp::Read { .. } => WcOpcode::RdmaRead,
-        SendOp::CmpSwap { .. } => WcOpcode::CompSwap,
-        SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
-        SendOp::Flush { .. } => WcOpcode::Flush,
-        SendOp::AtomicWrite { .. } => WcOpcode::AtomicWrite,
     }
 }
 
@@ -137,7 +125,7 @@ fn consume_sq(
         };
         let b = BadWqe {
             wr_id: w.wr_id,
-            opcode: wc_opcode_of(&w.op),
+            opcode: w.op.wr_opcode().wc_opcode(),
             why: "",
         };
         match e.post_send(qp.qpn, w) {

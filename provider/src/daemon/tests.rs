@@ -14,10 +14,11 @@ use transport::qp::{access, send_flags, WcOpcode, WcStatus};
 use super::device::{Device, Reply};
 use super::session::event;
 use super::setup::{self, Config};
-use crate::proto::abi::{self, wr_opcode, Cqe, RecvSlot, SendSlot, Sge, CQE_SIZE};
+use crate::proto::abi::{self, Cqe, RecvSlot, SendSlot, Sge, CQE_SIZE};
 use crate::proto::{AhAttr, QpAttr, QpCap, QpType, Request, Response, PROTO_VERSION};
 use crate::ring::{Consumer, Doorbell, Producer, Ring};
 use crate::verbs::{self, mask};
+use transport::verbs::WrOpcode;
 
 const PORT: u16 = 24791;
 
@@ -606,7 +607,7 @@ fn bad_wqes_complete_with_errors() {
         &mut qp,
         &SendSlot {
             wr_id: 1,
-            opcode: wr_opcode::SEND,
+            opcode: WrOpcode::SEND,
             ..Default::default()
         },
     );
@@ -625,7 +626,7 @@ fn bad_wqes_complete_with_errors() {
         &mut qp,
         &SendSlot {
             wr_id: 3,
-            opcode: wr_opcode::RDMA_WRITE,
+            opcode: WrOpcode::RDMA_WRITE,
             send_flags: send_flags::SIGNALED,
             ..Default::default()
         },
@@ -708,7 +709,7 @@ fn rc_send_and_write_loop_back() {
         &mut a,
         &SendSlot {
             wr_id: 10,
-            opcode: wr_opcode::SEND,
+            opcode: WrOpcode::SEND,
             send_flags: send_flags::SIGNALED,
             sges: vec![Sge {
                 addr: src.as_ptr() as u64,
@@ -722,7 +723,7 @@ fn rc_send_and_write_loop_back() {
         &mut a,
         &SendSlot {
             wr_id: 11,
-            opcode: wr_opcode::RDMA_WRITE,
+            opcode: WrOpcode::RDMA_WRITE,
             send_flags: send_flags::SIGNALED,
             remote_addr: dst.as_ptr() as u64 + 4096,
             rkey: dkey,
@@ -816,7 +817,7 @@ fn disconnect_destroys_everything_and_peers_time_out() {
         &mut qb,
         &SendSlot {
             wr_id: 77,
-            opcode: wr_opcode::SEND,
+            opcode: WrOpcode::SEND,
             send_flags: send_flags::SIGNALED,
             sges: vec![Sge {
                 addr: buf.as_ptr() as u64,
@@ -854,7 +855,7 @@ fn cq_resize_keeps_unread_entries_and_overrun_raises_cq_err() {
             &mut qp,
             &SendSlot {
                 wr_id: i,
-                opcode: wr_opcode::SEND,
+                opcode: WrOpcode::SEND,
                 ..Default::default()
             },
         );
@@ -950,7 +951,7 @@ fn armed_cq_notifies_its_channel_once() {
             qp,
             &SendSlot {
                 wr_id: id,
-                opcode: wr_opcode::SEND,
+                opcode: WrOpcode::SEND,
                 ..Default::default()
             },
         )
@@ -1248,7 +1249,7 @@ fn ud_receives_posted_before_the_burst_all_land() {
             &mut a,
             &SendSlot {
                 wr_id: i,
-                opcode: wr_opcode::SEND,
+                opcode: WrOpcode::SEND,
                 send_flags: send_flags::SIGNALED,
                 ud_qpn: b.qpn,
                 ud_qkey: 0x1111_1111,

@@ -9,8 +9,9 @@
 use std::net::IpAddr;
 
 use transport::qp::{send_flags, Payload, RecvWqe, SendOp, SendWqe, Sge, UdDest, WcOpcode};
+use transport::verbs::WrOpcode;
 
-use crate::proto::abi::{self, wr_opcode, RecvSlot, SendSlot};
+use crate::proto::abi::{self, RecvSlot, SendSlot};
 use crate::proto::QpType;
 use crate::verbs;
 
@@ -44,21 +45,6 @@ pub struct BadWqe {
     pub why: &'static str,
 }
 
-/// Completion opcode of a send opcode (for error completions).
-pub fn wc_opcode_of(op: u32) -> WcOpcode {
-    match op {
-        wr_opcode::RDMA_WRITE | wr_opcode::RDMA_WRITE_WITH_IMM => WcOpcode::RdmaWrite,
-        wr_opcode::RDMA_READ => WcOpcode::RdmaRead,
-        wr_opcode::ATOMIC_CMP_AND_SWP => WcOpcode::CompSwap,
-        wr_opcode::ATOMIC_FETCH_AND_ADD => WcOpcode::FetchAdd,
-        wr_opcode::LOCAL_INV => WcOpcode::LocalInv,
-        wr_opcode::BIND_MW => WcOpcode::BindMw,
-        wr_opcode::FLUSH => WcOpcode::Flush,
-        wr_opcode::ATOMIC_WRITE => WcOpcode::AtomicWrite,
-        _ => WcOpcode::Send,
-    }
-}
-
 /// Decodes and checks one SQ slot.
 pub fn send_wqe(slot: &[u8], lim: &SqLimits) -> Result<SendWqe, BadWqe> {
     // wr_id and opcode sit in the fixed header; read them even when the
@@ -72,7 +58,7 @@ pub fn send_wqe(slot: &[u8], lim: &SqLimits) -> Result<SendWqe, BadWqe> {
         });
         BadWqe {
             wr_id,
-            opcode: wc_opcode_of(op),
+            opcode: WrOpcode(op).wc_opcode(),
             why,
         }
     };
@@ -80,7 +66,7 @@ pub fn send_wqe(slot: &[u8], lim: &SqLimits) -> Result<SendWqe, BadWqe> {
         SendSlot::decode(slot).map_err(|_| head("SGE list or inline data overflows the slot"))?;
     let bad = |why| BadWqe {
         wr_id: s.wr_id,
-        opcode: wc_opcode_of(s.opcode),
+        opcode: s.opcode.wc_opcode(),
         why,
     };
     if s.send_flags & !KNOWN_SEND_FLAGS != 0 {
@@ -115,38 +101,38 @@ pub fn send_wqe(slot: &[u8], lim: &SqLimits) -> Result<SendWqe, BadWqe> {
     };
     let (ra, rkey) = (s.remote_addr, s.rkey);
     let op = match s.opcode {
-        wr_opcode::SEND => SendOp::Send,
-        wr_opcode::SEND_WITH_IMM => SendOp::SendImm { imm: s.imm_or_inv },
-        wr_opcode::SEND_WITH_INV => SendOp::SendInv { rkey: s.imm_or_inv },
-        wr_opcode::RDMA_WRITE => SendOp::Write {
+        WrOpcode::SEND => SendOp::Send,
+        WrOpcode::SEND_WITH_IMM => SendOp::SendImm { imm: s.imm_or_inv },
+        WrOpcode::SEND_WITH_INV => SendOp::SendInv { rkey: s.imm_or_inv },
+        WrOpcode::RDMA_WRITE => SendOp::Write {
             remote_addr: ra,
             rkey,
         },
-        wr_opcode::RDMA_WRITE_WITH_IMM => SendOp::WriteImm {
+        WrOpcode::RDMA_WRITE_WITH_IMM => SendOp::WriteImm {
             remote_addr: ra,
             rkey,
             imm: s.imm_or_inv,
         },
-        wr_opcode::RDMA_READ => SendOp::Read {
+        WrOpcode::RDMA_READ => SendOp::Read {
             remote_addr: ra,
             rkey,
         },
-        wr_opcode::ATOMIC_CMP_AND_SWP => SendOp::CmpSwap {
+        WrOpcode::ATOMIC_CMP_AND_SWP => SendOp::CmpSwap {
             remote_addr: ra,
             rkey,
             compare: s.compare_add,
             swap: s.swap,
         },
-        wr_opcode::ATOMIC_FETCH_AND_ADD => SendOp::FetchAdd {
+        WrOpcode::ATOMIC_FETCH_AND_ADD => SendOp::FetchAdd {
             remote_addr: ra,
             rkey,
             add: s.compare_add,
         },
-        wr_opcode::ATOMIC_WRITE => SendOp::AtomicWrite {
+        WrOpcode::ATOMIC_WRITE => SendOp::AtomicWrite {
             remote_addr: ra,
             rkey,
         },
-        wr_opcode::FLUSH => SendOp::Flush {
+        WrOpcode::FLUSH => SendOp::Flush {
             remote_addr: ra,
             rkey,
             // abi: FLUSH carries its length in compare_add.
@@ -154,8 +140,8 @@ pub fn send_wqe(slot: &[u8], lim: &SqLimits) -> Result<SendWqe, BadWqe> {
             plt: (s.flush & 0xff) as u8,
             sel: ((s.flush >> 8) & 0xff) as u8,
         },
-        wr_opcode::LOCAL_INV | wr_opcode::BIND_MW => {
-            return Err(bad("memory windows and LOCAL_INV are not supported"))
+        _ if s.opcode.info().is_some() => {
+            return Err(bad("opcode not supported (memory windows, LOCAL_INV, TSO)"))
         }
         _ => return Err(bad("unknown opcode")),
     };
@@ -269,7 +255,7 @@ mod tests {
         let size = send_slot_size(2, 64) as usize;
         let s = SendSlot {
             wr_id: 7,
-            opcode: wr_opcode::RDMA_WRITE_WITH_IMM,
+            opcode: WrOpcode::RDMA_WRITE_WITH_IMM,
             send_flags: send_flags::SIGNALED,
             imm_or_inv: 0xabcd,
             remote_addr: 0x1000,
@@ -294,7 +280,7 @@ mod tests {
         assert_eq!(w.payload.len(), 2);
         let s = SendSlot {
             wr_id: 8,
-            opcode: wr_opcode::SEND,
+            opcode: WrOpcode::SEND,
             send_flags: send_flags::INLINE,
             inline: vec![9; 64],
             ..Default::default()
@@ -310,37 +296,37 @@ mod tests {
         let cases = [
             SendSlot {
                 wr_id: 1,
-                opcode: 99,
+                opcode: WrOpcode(99),
                 ..Default::default()
             },
             SendSlot {
                 wr_id: 2,
-                opcode: wr_opcode::SEND,
+                opcode: WrOpcode::SEND,
                 send_flags: 1 << 9,
                 ..Default::default()
             },
             SendSlot {
                 wr_id: 3,
-                opcode: wr_opcode::SEND,
+                opcode: WrOpcode::SEND,
                 sges: vec![AbiSge::default(); 3],
                 ..Default::default()
             },
             SendSlot {
                 wr_id: 4,
-                opcode: wr_opcode::SEND,
+                opcode: WrOpcode::SEND,
                 send_flags: send_flags::INLINE,
                 inline: vec![0; 65],
                 ..Default::default()
             },
             SendSlot {
                 wr_id: 5,
-                opcode: wr_opcode::RDMA_READ,
+                opcode: WrOpcode::RDMA_READ,
                 inline: vec![0; 8],
                 ..Default::default()
             },
             SendSlot {
                 wr_id: 6,
-                opcode: wr_opcode::BIND_MW,
+                opcode: WrOpcode::BIND_MW,
                 ..Default::default()
             },
         ];
@@ -352,7 +338,7 @@ mod tests {
         let mut b = enc(
             &SendSlot {
                 wr_id: 9,
-                opcode: wr_opcode::RDMA_WRITE,
+                opcode: WrOpcode::RDMA_WRITE,
                 ..Default::default()
             },
             128,
@@ -368,7 +354,7 @@ mod tests {
         let size = send_slot_size(2, 64) as usize;
         let mut s = SendSlot {
             wr_id: 1,
-            opcode: wr_opcode::SEND,
+            opcode: WrOpcode::SEND,
             ud_qpn: 0x12,
             ud_qkey: 0x8000_0000,
             ud_gid: verbs::gid_of("127.0.0.1".parse().unwrap()),

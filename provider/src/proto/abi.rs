@@ -30,21 +30,7 @@
 //!  48 [16] source GID (UD)
 //! ```
 
-/// `enum ibv_wr_opcode` values.
-pub mod wr_opcode {
-    pub const RDMA_WRITE: u32 = 0;
-    pub const RDMA_WRITE_WITH_IMM: u32 = 1;
-    pub const SEND: u32 = 2;
-    pub const SEND_WITH_IMM: u32 = 3;
-    pub const RDMA_READ: u32 = 4;
-    pub const ATOMIC_CMP_AND_SWP: u32 = 5;
-    pub const ATOMIC_FETCH_AND_ADD: u32 = 6;
-    pub const LOCAL_INV: u32 = 7;
-    pub const BIND_MW: u32 = 8;
-    pub const SEND_WITH_INV: u32 = 9;
-    pub const FLUSH: u32 = 14;
-    pub const ATOMIC_WRITE: u32 = 15;
-}
+use transport::verbs::WrOpcode;
 
 pub const SEND_HDR: usize = 96;
 pub const RECV_HDR: usize = 16;
@@ -79,7 +65,7 @@ pub struct Sge {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SendSlot {
     pub wr_id: u64,
-    pub opcode: u32,
+    pub opcode: WrOpcode,
     pub send_flags: u32,
     pub imm_or_inv: u32,
     pub remote_addr: u64,
@@ -183,7 +169,7 @@ impl SendSlot {
         }
         b[..SEND_HDR].fill(0);
         b[0..8].copy_from_slice(&self.wr_id.to_le_bytes());
-        b[8..12].copy_from_slice(&self.opcode.to_le_bytes());
+        b[8..12].copy_from_slice(&self.opcode.0.to_le_bytes());
         b[12..16].copy_from_slice(&self.send_flags.to_le_bytes());
         b[16..20].copy_from_slice(&self.imm_or_inv.to_le_bytes());
         b[20..22].copy_from_slice(&(self.sges.len() as u16).to_le_bytes());
@@ -230,7 +216,7 @@ impl SendSlot {
         };
         Ok(SendSlot {
             wr_id: u64_at(b, 0),
-            opcode: u32_at(b, 8),
+            opcode: WrOpcode(u32_at(b, 8)),
             send_flags: u32_at(b, 12),
             imm_or_inv: u32_at(b, 16),
             remote_addr: u64_at(b, 24),
@@ -358,7 +344,7 @@ mod tests {
                            inline in proptest::collection::vec(any::<u8>(), 0..200),
                            gid in any::<[u8; 16]>(), ra in any::<u64>(), ca in any::<u64>()) {
             let use_inline = !inline.is_empty();
-            let s = SendSlot { wr_id, opcode, send_flags: flags, imm_or_inv: 7, remote_addr: ra,
+            let s = SendSlot { wr_id, opcode: WrOpcode(opcode), send_flags: flags, imm_or_inv: 7, remote_addr: ra,
                 rkey: 9, ud_qpn: 3, compare_add: ca, swap: !ca, ud_qkey: 5, flush: 0x0102,
                 ud_gid: gid, ud_flow_label: 0x1234,
                 sges: if use_inline { vec![] } else { sges.clone() },

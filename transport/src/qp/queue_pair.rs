@@ -423,7 +423,7 @@ impl Qp {
         match self.state {
             QpState::Reset => return Err(QpError::InvalidState(self.state)),
             QpState::Err | QpState::Sqe => {
-                let (kind, len) = (send_queue::OpKind::of(&wqe.op), wqe.payload.len());
+                let (kind, len) = (send_queue::kind_of(&wqe.op), wqe.payload.len());
                 let e = SqEntry::new(wqe, kind, len, true);
                 self.cq
                     .push_back(e.completion(WcStatus::WrFlushErr, self.cfg.qpn));

@@ -9,9 +9,10 @@
 //! WQE when its last packet is out.
 
 use super::queue_pair::{Env, Qp};
-use super::send_queue::{OpKind, SqEntry};
+use super::send_queue::SqEntry;
 use super::sgl;
 use super::types::*;
+use crate::verbs::WrKind;
 use crate::wire::{pad_for, AtomicEth, Deth, Feth, Headers, Opcode, Reth, ICRC_LEN};
 use crate::Psn;
 use std::net::IpAddr;
@@ -146,7 +147,7 @@ impl Qp {
             }
         };
         let e = &self.sq.entries[idx];
-        let next = if e.kind == OpKind::Read {
+        let next = if e.kind == WrKind::Read {
             e.end_psn()
         } else {
             psn.next()
@@ -208,7 +209,7 @@ impl Qp {
         hdr.bth.dest_qpn = self.p.dest_qpn;
         hdr.bth.psn = psn;
         let (n, last) = match (e.kind, &e.wqe.op) {
-            (OpKind::Send | OpKind::Write, op) => {
+            (WrKind::Send | WrKind::Write, op) => {
                 let pos = pos_of(k, e.npkts);
                 let n = (e.len - offset).min(pmtu as u64) as usize;
                 let mut opc = send_write_opcode(op, pos);
@@ -274,7 +275,7 @@ impl Qp {
                 hdr.bth.opcode = opc;
                 (n, end)
             }
-            (OpKind::Read, &SendOp::Read { remote_addr, rkey }) => {
+            (WrKind::Read, &SendOp::Read { remote_addr, rkey }) => {
                 hdr.bth.opcode = Opcode::RC_READ_REQUEST;
                 // A re-issued READ asks only for what has not arrived.
                 hdr.reth = Some(Reth {
@@ -284,7 +285,7 @@ impl Qp {
                 });
                 (0, true)
             }
-            (OpKind::Atomic, op) => {
+            (WrKind::Atomic, op) => {
                 let (va, rkey, swap_add, compare, opc) = match *op {
                     SendOp::CmpSwap {
                         remote_addr,
@@ -308,7 +309,7 @@ impl Qp {
                 });
                 (0, true)
             }
-            (OpKind::AtomicWrite, &SendOp::AtomicWrite { remote_addr, rkey }) => {
+            (WrKind::AtomicWrite, &SendOp::AtomicWrite { remote_addr, rkey }) => {
                 hdr.bth.opcode = Opcode::RC_ATOMIC_WRITE;
                 hdr.reth = Some(Reth {
                     va: remote_addr,
@@ -318,7 +319,7 @@ impl Qp {
                 (8, true)
             }
             (
-                OpKind::Flush,
+                WrKind::Flush,
                 &SendOp::Flush {
                     remote_addr,
                     rkey,
@@ -336,7 +337,7 @@ impl Qp {
                 });
                 (0, true)
             }
-            // OpKind is derived from the op: no other pairs exist.
+            // The kind is derived from the op: no other pairs exist.
             _ => return Err(super::memory::MemError::InvalidKey),
         };
         if qp_type == QpType::Rc {

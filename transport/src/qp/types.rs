@@ -4,6 +4,8 @@
 
 use std::net::IpAddr;
 
+use crate::verbs::WrOpcode;
+
 /// Memory access flags, numbered as `enum ibv_access_flags`.
 pub mod access {
     pub const LOCAL_WRITE: u32 = 1;
@@ -170,6 +172,24 @@ pub enum SendOp {
     },
 }
 
+impl SendOp {
+    /// Its `ibv_wr_opcode`: the key into the WR opcode table.
+    pub const fn wr_opcode(&self) -> WrOpcode {
+        match self {
+            SendOp::Send => WrOpcode::SEND,
+            SendOp::SendImm { .. } => WrOpcode::SEND_WITH_IMM,
+            SendOp::SendInv { .. } => WrOpcode::SEND_WITH_INV,
+            SendOp::Write { .. } => WrOpcode::RDMA_WRITE,
+            SendOp::WriteImm { .. } => WrOpcode::RDMA_WRITE_WITH_IMM,
+            SendOp::Read { .. } => WrOpcode::RDMA_READ,
+            SendOp::CmpSwap { .. } => WrOpcode::ATOMIC_CMP_AND_SWP,
+            SendOp::FetchAdd { .. } => WrOpcode::ATOMIC_FETCH_AND_ADD,
+            SendOp::AtomicWrite { .. } => WrOpcode::ATOMIC_WRITE,
+            SendOp::Flush { .. } => WrOpcode::FLUSH,
+        }
+    }
+}
+
 /// Destination of a UD send (from the address handle).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UdDest {
@@ -267,6 +287,7 @@ pub enum WcOpcode {
     FetchAdd = 4,
     BindMw = 5,
     LocalInv = 6,
+    Tso = 7,
     Flush = 8,
     AtomicWrite = 9,
     Recv = 128,
