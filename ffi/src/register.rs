@@ -42,8 +42,8 @@ static MATCH_TABLE: Shared<[VerbsMatchEnt; 2]> = Shared([
 
 static DEVICE_OPS: Shared<VerbsDeviceOps> = Shared(VerbsDeviceOps {
     name: c"rxu".as_ptr(),
-    match_min_abi_version: provider::devnode::DEFAULT_UVERBS_ABI_VERSION,
-    match_max_abi_version: provider::devnode::DEFAULT_UVERBS_ABI_VERSION,
+    match_min_abi_version: transport::verbs::UVERBS_ABI_VERSION,
+    match_max_abi_version: transport::verbs::UVERBS_ABI_VERSION,
     match_table: &MATCH_TABLE.0 as *const VerbsMatchEnt,
     static_providers: std::ptr::null(),
     match_device: Some(match_device),

@@ -1,12 +1,14 @@
 //! rxu transport: everything about RoCEv2 packets and the IB transport
-//! protocol, nothing about libibverbs or shared memory.
+//! protocol, and the libibverbs vocabulary every rxu crate shares; nothing
+//! about shared memory or the verbs API itself.
 //!
 //! - [`wire`]: typed views over packet bytes (parse/emit), opcode table, ICRC.
 //! - [`psn`]: 24-bit packet sequence number arithmetic.
 //! - [`qp`]: sans-IO queue pair state machines (requester, responder,
 //!   completer) for RC, UC and UD.
-//! - [`verbs`]: the libibverbs vocabulary shared by every crate (WR opcode
-//!   table).
+//! - [`verbs`]: the libibverbs vocabulary shared by every crate: flags,
+//!   event types, QP type/state, MTU, SGE, completion codes, and the
+//!   work-request opcode table.
 //! - [`engine`]: the UDP engine that owns sockets and timers and drives QPs,
 //!   plus a seeded fault injector for tests.
 

@@ -13,15 +13,7 @@ use crate::proto::QpType;
 use transport::qp::send_flags;
 use transport::verbs::{WrKind, WrOpcode};
 
-/// One scatter/gather element, laid out as `struct ibv_sge` so a C caller's
-/// array can be viewed as a slice of these.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Sge {
-    pub addr: u64,
-    pub length: u32,
-    pub lkey: u32,
-}
+pub use transport::verbs::Sge;
 
 /// Where a UD send goes.
 #[derive(Clone, Copy, Debug)]
@@ -202,15 +194,6 @@ pub(crate) struct SqLimits {
     pub max_inline: u32,
 }
 
-/// The transport's name for a QP type (the table's key).
-fn transport_type(t: QpType) -> transport::qp::QpType {
-    match t {
-        QpType::Rc => transport::qp::QpType::Rc,
-        QpType::Uc => transport::qp::QpType::Uc,
-        QpType::Ud => transport::qp::QpType::Ud,
-    }
-}
-
 /// Sum of the SGE lengths, or None if it overflows u32.
 pub(crate) fn sg_len(sges: &[Sge]) -> Option<u32> {
     sges.iter().try_fold(0u32, |a, s| a.checked_add(s.length))
@@ -225,7 +208,7 @@ pub(crate) fn is_inline(wr: &SendWr<'_>) -> bool {
 /// the inline payload when the WR is inline.
 pub(crate) fn check_send(wr: &SendWr<'_>, lim: &SqLimits, inline_len: Option<usize>) -> Result<()> {
     let info = match wr.opcode.info() {
-        Some(i) if i.allowed_on(transport_type(lim.qp_type)) => i,
+        Some(i) if i.allowed_on(lim.qp_type) => i,
         _ => return Err(Error::Invalid("opcode not supported on this QP type")),
     };
     if lim.qp_type == QpType::Ud && wr.ud.is_none() {

@@ -343,7 +343,7 @@ impl Device {
         } else {
             PortState::Down
         };
-        let mtu = devnode::Mtu::for_eth_mtu(self.facts.netdev_mtu);
+        let mtu = Mtu::for_netdev_mtu(self.facts.netdev_mtu as usize);
         let r = node
             .set_port_state(state)
             .and_then(|()| node.set_gids(&self.facts.addrs))

@@ -28,27 +28,6 @@ pub struct QpRequest {
     pub user_handle: u64,
 }
 
-pub fn transport_type(t: QpType) -> tqp::QpType {
-    match t {
-        QpType::Rc => tqp::QpType::Rc,
-        QpType::Uc => tqp::QpType::Uc,
-        QpType::Ud => tqp::QpType::Ud,
-    }
-}
-
-fn state_of(v: u8) -> Option<QpState> {
-    Some(match v {
-        0 => QpState::Reset,
-        1 => QpState::Init,
-        2 => QpState::Rtr,
-        3 => QpState::Rts,
-        4 => QpState::Sqd,
-        5 => QpState::Sqe,
-        6 => QpState::Err,
-        _ => return None,
-    })
-}
-
 fn invalid<T>(msg: impl Into<String>) -> Result<T, Refused> {
     refuse(libc::EINVAL, msg)
 }
@@ -125,7 +104,7 @@ impl Device {
         let qpn = self
             .engine
             .create_qp(QpSpec {
-                qp_type: transport_type(r.qp_type),
+                qp_type: r.qp_type,
                 pd: r.pd,
                 send_cq: scq_id,
                 recv_cq: rcq_id,
@@ -246,7 +225,7 @@ impl Device {
         let has = |bit: u32| m & bit != 0;
         let mut t = tqp::QpAttr::default();
         if has(mask::STATE) {
-            t.state = Some(state_of(next).ok_or(Refused {
+            t.state = Some(QpState::from_u8(next).ok_or(Refused {
                 errno: libc::EINVAL,
                 msg: format!("invalid QP state {next}"),
             })?);

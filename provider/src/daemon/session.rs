@@ -15,19 +15,8 @@ use crate::ring::{Consumer, Doorbell, Producer};
 
 use super::sys;
 
-/// `enum ibv_event_type` values the daemon raises.
-pub mod event {
-    pub const CQ_ERR: u32 = 0;
-    pub const QP_FATAL: u32 = 1;
-    pub const COMM_EST: u32 = 4;
-    pub const DEVICE_FATAL: u32 = 8;
-    pub const PORT_ACTIVE: u32 = 9;
-    pub const PORT_ERR: u32 = 10;
-    pub const SRQ_ERR: u32 = 14;
-    pub const SRQ_LIMIT_REACHED: u32 = 15;
-    pub const QP_LAST_WQE_REACHED: u32 = 16;
-    pub const GID_CHANGE: u32 = 18;
-}
+/// `enum ibv_event_type` values (the shared vocabulary's).
+pub use transport::verbs::event_type as event;
 
 pub struct Mr {
     pub pd: u32,

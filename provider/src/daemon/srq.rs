@@ -9,9 +9,7 @@ use crate::ring::Ring;
 use super::device::{refuse, Device, Handled, Refused, Reply};
 use super::session::Srq;
 
-/// `enum ibv_srq_attr_mask`.
-const SRQ_MAX_WR: u32 = 1;
-const SRQ_LIMIT: u32 = 2;
+use transport::verbs::srq_attr_mask::{LIMIT as SRQ_LIMIT, MAX_WR as SRQ_MAX_WR};
 
 impl Device {
     pub(super) fn create_srq(

@@ -15,13 +15,13 @@ use crate::proto::abi::{self, RecvSlot, SendSlot};
 use crate::proto::QpType;
 use crate::verbs;
 
-/// Send flags a client may set (IBV_SEND_IP_CSUM, 1 << 4, is for raw
-/// packet QPs and tolerated as a no-op).
+/// Send flags a client may set (IBV_SEND_IP_CSUM is for raw packet QPs
+/// and tolerated as a no-op).
 const KNOWN_SEND_FLAGS: u32 = send_flags::FENCE
     | send_flags::SIGNALED
     | send_flags::SOLICITED
     | send_flags::INLINE
-    | (1 << 4);
+    | send_flags::IP_CSUM;
 
 /// What the send queue checks a slot against.
 #[derive(Clone, Copy, Debug)]

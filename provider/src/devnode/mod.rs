@@ -34,9 +34,9 @@ pub use format::{Mtu, PortState, Speed};
 pub const DEFAULT_DEV_DIR: &str = "/dev/infiniband";
 /// `class/infiniband_verbs/abi_version`: libibverbs accepts 3..=6.
 pub const CLASS_ABI_VERSION: u32 = 6;
-/// `uverbsN/abi_version`: must lie in the provider's match range.
-pub const DEFAULT_UVERBS_ABI_VERSION: u32 = 1;
-pub const DEFAULT_GID_TBL_LEN: u32 = 16;
+/// `uverbsN/abi_version` (the provider matches it) and the GID table
+/// length a device gets unless it has more addresses: the vocabulary's.
+pub use transport::verbs::{GID_TBL_LEN as DEFAULT_GID_TBL_LEN, UVERBS_ABI_VERSION};
 /// What kernel rxe exposes; more files buy nothing.
 pub const MAX_GID_TBL_LEN: u32 = 1024;
 /// libibverbs builds sysfs paths in 256-byte buffers and silently skips a
@@ -200,7 +200,7 @@ impl DeviceDesc {
             port: PortDesc::default(),
             gids,
             gid_tbl_len: DEFAULT_GID_TBL_LEN,
-            uverbs_abi_version: DEFAULT_UVERBS_ABI_VERSION,
+            uverbs_abi_version: UVERBS_ABI_VERSION,
             cdev: CdevKind::NullSymlink,
         }
     }

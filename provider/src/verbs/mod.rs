@@ -27,30 +27,8 @@ pub struct VerbsError {
     pub msg: String,
 }
 
-/// `enum ibv_qp_attr_mask` bits.
-pub mod mask {
-    pub const STATE: u32 = 1;
-    pub const CUR_STATE: u32 = 1 << 1;
-    pub const EN_SQD_ASYNC_NOTIFY: u32 = 1 << 2;
-    pub const ACCESS_FLAGS: u32 = 1 << 3;
-    pub const PKEY_INDEX: u32 = 1 << 4;
-    pub const PORT: u32 = 1 << 5;
-    pub const QKEY: u32 = 1 << 6;
-    pub const AV: u32 = 1 << 7;
-    pub const PATH_MTU: u32 = 1 << 8;
-    pub const TIMEOUT: u32 = 1 << 9;
-    pub const RETRY_CNT: u32 = 1 << 10;
-    pub const RNR_RETRY: u32 = 1 << 11;
-    pub const RQ_PSN: u32 = 1 << 12;
-    pub const MAX_QP_RD_ATOMIC: u32 = 1 << 13;
-    pub const ALT_PATH: u32 = 1 << 14;
-    pub const MIN_RNR_TIMER: u32 = 1 << 15;
-    pub const SQ_PSN: u32 = 1 << 16;
-    pub const MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
-    pub const PATH_MIG_STATE: u32 = 1 << 18;
-    pub const CAP: u32 = 1 << 19;
-    pub const DEST_QPN: u32 = 1 << 20;
-}
+/// `enum ibv_qp_attr_mask` bits (the shared vocabulary's).
+pub use transport::verbs::qp_attr_mask as mask;
 
 /// What the device is: fixed facts plus its addresses and netdev.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,6 +75,22 @@ pub fn gid_of(addr: IpAddr) -> [u8; 16] {
         IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
         IpAddr::V6(a) => a.octets(),
     }
+}
+
+/// The GID table for a set of addresses: IPv4 addresses first, in the order
+/// given (so index 0 is the first IPv4 address, which perftest and the
+/// pingpongs pick by default), then IPv6; duplicates dropped. The daemon's
+/// port attributes and the device node's sysfs files both use it.
+pub fn gid_table(addrs: &[IpAddr]) -> Vec<[u8; 16]> {
+    let v4 = addrs.iter().filter(|a| a.is_ipv4());
+    let v6 = addrs.iter().filter(|a| a.is_ipv6());
+    let mut table: Vec<[u8; 16]> = Vec::new();
+    for g in v4.chain(v6).map(|a| gid_of(*a)) {
+        if !table.contains(&g) {
+            table.push(g);
+        }
+    }
+    table
 }
 
 /// Address of a GID (IPv4-mapped GIDs give IPv4).

@@ -32,10 +32,6 @@ use std::collections::VecDeque;
 /// RETH lengths above this are refused (as rxe does).
 const MAX_DMA_LEN: u32 = 1 << 31;
 
-/// Access bits for FLUSH, numbered as IBV_ACCESS_FLUSH_*.
-const ACCESS_FLUSH_GLOBAL: u32 = 1 << 8;
-const ACCESS_FLUSH_PERSISTENT: u32 = 1 << 9;
-
 /// A receive WQE being filled by a (multi-packet) message.
 #[derive(Debug)]
 pub(crate) struct HeldRecv {
@@ -547,10 +543,10 @@ impl Qp {
         // Placement type: bit 0 global visibility, bit 1 persistence.
         let mut need = 0;
         if feth.plt & 1 != 0 {
-            need |= ACCESS_FLUSH_GLOBAL;
+            need |= access::FLUSH_GLOBAL;
         }
         if feth.plt & 2 != 0 {
-            need |= ACCESS_FLUSH_PERSISTENT;
+            need |= access::FLUSH_PERSISTENT;
         }
         if need == 0 || feth.sel > 1 {
             return Step::Fail(INVALID);

@@ -14,7 +14,7 @@
 
 use std::fmt;
 
-use crate::qp::{QpType, WcOpcode};
+use super::types::{QpType, WcOpcode};
 
 /// A set of QP types.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
