@@ -9,10 +9,10 @@ use super::error::{Error, PostError, Result};
 use super::shadow::Shadow;
 use super::wc::Wc;
 use super::wr::{
-    check_send, gather, is_inline, recv_header, send_header, send_slot_bytes, sg_len, sge_bytes,
-    RecvWr, SendWr, SqLimits,
+    check_send, gather, is_inline, recv_header, send_header, send_slot_bytes, sg_len, RecvWr,
+    SendWr, SqLimits,
 };
-use crate::proto::abi::{RECV_HDR, SEND_HDR, SGE_SIZE};
+use crate::proto::abi::{emit_sge, RECV_HDR, SEND_HDR, SGE_SIZE};
 use crate::ring::{Doorbell, Producer};
 use transport::qp::{send_flags, WcOpcode};
 
@@ -97,7 +97,7 @@ impl SendQueue {
             Some(d) => slot.write(SEND_HDR, d)?,
             None => {
                 for (i, s) in wr.sg_list.iter().enumerate() {
-                    slot.write(SEND_HDR + i * SGE_SIZE, &sge_bytes(s))?;
+                    slot.write(SEND_HDR + i * SGE_SIZE, &emit_sge(s))?;
                 }
             }
         }
@@ -148,7 +148,7 @@ impl RecvQueue {
         };
         slot.write(0, &recv_header(wr))?;
         for (i, s) in wr.sg_list.iter().enumerate() {
-            slot.write(RECV_HDR + i * SGE_SIZE, &sge_bytes(s))?;
+            slot.write(RECV_HDR + i * SGE_SIZE, &emit_sge(s))?;
         }
         slot.commit();
         if let Some(sh) = &mut self.shadow {
@@ -338,10 +338,10 @@ pub(crate) fn post_recvs(mut g: RqGuard<'_>, wrs: &[RecvWr<'_>]) -> Result<(), P
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::wr::Sge;
     use crate::proto::abi::{self, RecvSlot, SendSlot};
     use crate::proto::QpType;
     use crate::ring::{Consumer, Ring};
+    use transport::verbs::Sge;
 
     fn sq(slots: u32) -> (Mutex<SendQueue>, Consumer) {
         let slot = abi::send_slot_size(2, 32);
@@ -355,11 +355,11 @@ mod tests {
         (Mutex::new(q), ring.into_consumer())
     }
 
-    fn pop_send(c: &mut Consumer) -> Option<SendSlot> {
+    fn pop_send(c: &mut Consumer) -> Option<SendSlot<Vec<u8>>> {
         let mut b = vec![0u8; c.slot_size()];
         c.try_pop(&mut b)
             .unwrap()
-            .then(|| SendSlot::decode(&b).unwrap())
+            .then(|| SendSlot::new_checked(b).unwrap())
     }
 
     #[test]
@@ -378,9 +378,9 @@ mod tests {
         ];
         let e = post_sends(SqGuard::new(&q, &bell, true), &wrs).unwrap_err();
         assert_eq!((e.index, e.errno()), (2, libc::ENOMEM));
-        assert_eq!(pop_send(&mut c).unwrap().sges.len(), 1);
+        assert_eq!(pop_send(&mut c).unwrap().sges().len(), 1);
         let second = pop_send(&mut c).unwrap();
-        assert_eq!((second.wr_id, second.inline.as_slice()), (2, &b"abc"[..]));
+        assert_eq!((second.wr_id(), second.inline_data()), (2, &b"abc"[..]));
         assert!(pop_send(&mut c).is_none());
         assert_eq!(bell.drain().unwrap(), 0, "daemon awake: no doorbell");
     }
@@ -393,7 +393,7 @@ mod tests {
         post_sends(SqGuard::new(&q, &bell, true), &[SendWr::send(9, &[])]).unwrap();
         assert_eq!(bell.drain().unwrap(), 1);
         c.end_sleep();
-        assert_eq!(pop_send(&mut c).unwrap().wr_id, 9);
+        assert_eq!(pop_send(&mut c).unwrap().wr_id(), 9);
     }
 
     #[test]
@@ -417,7 +417,7 @@ mod tests {
         // SAFETY: the SGE points at `data`, alive for the call.
         unsafe { g.push_gather(&wr).unwrap() };
         drop(g);
-        assert_eq!(pop_send(&mut c).unwrap().inline, [7u8; 5]);
+        assert_eq!(pop_send(&mut c).unwrap().inline_data(), [7u8; 5]);
         let big = [0u8; 33];
         let e = post_sends(
             SqGuard::new(&q, &bell, true),
@@ -478,11 +478,11 @@ mod tests {
                     good = good.ud(&ah, 3, 4);
                 }
                 let r = post_sends(SqGuard::new(&q, &bell, true), &[good, wr]);
-                assert_eq!(pop_send(&mut c).unwrap().wr_id, 1);
+                assert_eq!(pop_send(&mut c).unwrap().wr_id(), 1);
                 if ok.contains(&v) {
                     assert!(r.is_ok(), "{t:?} {v}: {r:?}");
                     let s = pop_send(&mut c).unwrap();
-                    assert_eq!((s.wr_id, s.opcode), (2, WrOpcode(v)));
+                    assert_eq!((s.wr_id(), s.opcode()), (2, WrOpcode(v)));
                 } else {
                     let e = r.expect_err(&format!("{t:?} {v} accepted"));
                     assert_eq!((e.index, e.errno()), (1, libc::EINVAL), "{t:?} {v}");
@@ -532,8 +532,8 @@ mod tests {
         assert_eq!((e.index, e.errno()), (1, libc::EINVAL));
         let mut b = vec![0u8; c.slot_size()];
         assert!(c.try_pop(&mut b).unwrap());
-        let r = RecvSlot::decode(&b).unwrap();
-        assert_eq!((r.wr_id, r.sges.len()), (1, 2));
+        let r = RecvSlot::new_checked(&b[..]).unwrap();
+        assert_eq!((r.wr_id(), r.sges().len()), (1, 2));
         assert!(!c.try_pop(&mut b).unwrap());
     }
 }

@@ -32,22 +32,22 @@ pub struct Wc {
 }
 
 impl Wc {
-    pub fn from_cqe(c: &Cqe) -> Wc {
+    pub fn from_cqe<T: AsRef<[u8]>>(c: &Cqe<T>) -> Wc {
         Wc {
-            wr_id: c.wr_id,
-            status: c.status,
-            opcode: c.opcode,
-            vendor_err: c.vendor_err,
-            byte_len: c.byte_len,
-            imm_data: c.imm_or_inv,
-            qp_num: c.qp_num,
-            src_qp: c.src_qp,
-            wc_flags: c.wc_flags,
-            pkey_index: c.pkey_index,
-            slid: c.slid,
-            sl: c.sl,
-            dlid_path_bits: c.dlid_path_bits,
-            src_gid: c.src_gid,
+            wr_id: c.wr_id(),
+            status: c.status(),
+            opcode: c.opcode(),
+            vendor_err: c.vendor_err(),
+            byte_len: c.byte_len(),
+            imm_data: c.imm_data(),
+            qp_num: c.qp_num(),
+            src_qp: c.src_qp(),
+            wc_flags: c.wc_flags(),
+            pkey_index: c.pkey_index(),
+            slid: c.slid(),
+            sl: c.sl(),
+            dlid_path_bits: c.dlid_path_bits(),
+            src_gid: c.src_gid(),
         }
     }
 

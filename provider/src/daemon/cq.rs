@@ -8,7 +8,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use transport::qp::{wc_flags, Completion};
 
-use crate::proto::abi::{Cqe, CQE_SIZE};
+use crate::proto::abi::{Cqe, CqeBytes, CQE_SIZE};
 use crate::proto::Response;
 use crate::ring::Ring;
 use crate::verbs;
@@ -24,28 +24,25 @@ const ARM_SOLICITED: u32 = 2;
 /// Completions taken from the engine per CQ per pass.
 const BATCH: usize = 64;
 
-/// The CQ entry of a transport completion.
-pub fn cqe_of(c: &Completion) -> Cqe {
-    Cqe {
-        wr_id: c.wr_id,
-        status: c.status as u32,
-        opcode: c.opcode as u32,
-        vendor_err: c.vendor_err,
-        byte_len: c.byte_len,
-        imm_or_inv: if c.wc_flags & wc_flags::WITH_INV != 0 {
-            c.invalidated_rkey
-        } else {
-            c.imm
-        },
-        qp_num: c.qp_num,
-        src_qp: c.src_qp,
-        wc_flags: c.wc_flags,
-        pkey_index: 0,
-        slid: 0,
-        sl: 0,
-        dlid_path_bits: 0,
-        src_gid: c.src_addr.map_or([0; 16], verbs::gid_of),
-    }
+/// The CQ entry of a transport completion (pkey index, LID, SL and path
+/// bits are 0 on RoCE).
+pub fn cqe_of(c: &Completion) -> CqeBytes {
+    let mut e = Cqe::new_unchecked([0u8; CQE_SIZE]);
+    e.set_wr_id(c.wr_id);
+    e.set_status(c.status as u32);
+    e.set_opcode(c.opcode as u32);
+    e.set_vendor_err(c.vendor_err);
+    e.set_byte_len(c.byte_len);
+    e.set_imm_data(if c.wc_flags & wc_flags::WITH_INV != 0 {
+        c.invalidated_rkey
+    } else {
+        c.imm
+    });
+    e.set_qp_num(c.qp_num);
+    e.set_src_qp(c.src_qp);
+    e.set_wc_flags(c.wc_flags);
+    e.set_src_gid(&c.src_addr.map_or([0; 16], verbs::gid_of));
+    e.into_inner()
 }
 
 /// Slots for a CQ of `cqe` entries and the capacity reported back (the
@@ -55,21 +52,18 @@ pub fn cq_geometry(cqe: u32) -> (u32, u32) {
     (slots, slots - 1)
 }
 
-fn push(cq: &mut Cq, e: &Cqe) -> bool {
-    let mut b = [0u8; CQE_SIZE];
-    if e.encode(&mut b).is_err() {
-        return false;
-    }
+fn push(cq: &mut Cq, e: &CqeBytes) -> bool {
     // A ring the client corrupted counts as full: the entry waits.
-    matches!(cq.ring.try_push(&b), Ok(true))
+    matches!(cq.ring.try_push(e), Ok(true))
 }
 
 /// Whether a new entry may wake a CQ armed for solicited completions.
 /// The transport does not report the SE bit, so every receive completion
 /// and every error counts: a spurious wake-up is harmless, a lost one
 /// hangs the application.
-fn may_be_solicited(e: &Cqe) -> bool {
-    e.opcode >= 128 || e.status != 0
+fn may_be_solicited(e: &CqeBytes) -> bool {
+    let e = Cqe::new_unchecked(e);
+    e.opcode() >= 128 || e.status() != 0
 }
 
 /// Result of one delivery pass over a CQ.
@@ -145,7 +139,7 @@ pub fn deliver_cq(
 
 /// Appends one entry the daemon made itself (a bad WQE's error), after
 /// whatever the backlog holds.
-pub fn push_own(cq: &mut Cq, e: Cqe, counters: &mut DaemonCounters) {
+pub fn push_own(cq: &mut Cq, e: CqeBytes, counters: &mut DaemonCounters) {
     if cq.backlog.is_empty() && push(cq, &e) {
         counters.cqes_delivered += 1;
         notify(cq, true, counters);
@@ -268,9 +262,8 @@ impl Device {
         cq.ring = new;
         cq.cqe = granted;
         cq.overrun = false;
-        let mut b = [0u8; CQE_SIZE];
         while let Some(e) = cq.backlog.front() {
-            if e.encode(&mut b).is_err() || !matches!(cq.ring.try_push(&b), Ok(true)) {
+            if !matches!(cq.ring.try_push(e), Ok(true)) {
                 break;
             }
             cq.backlog.pop_front();

@@ -11,7 +11,7 @@ use transport::engine::{Engine, EngineError};
 use transport::qp::{QpError, QpEvent, QpState, WcOpcode, WcStatus};
 
 use crate::mem::DeviceMemory;
-use crate::proto::abi::Cqe;
+use crate::proto::abi::{Cqe, CqeBytes, CQE_SIZE};
 use crate::ring::{Consumer, RingError};
 
 use super::cq::{deliver_cq, push_own};
@@ -27,20 +27,19 @@ const BUDGET: usize = 64;
 struct Bad {
     qpn: u32,
     cq: u32,
-    cqe: Cqe,
+    cqe: CqeBytes,
     /// Move the QP to ERR (a malformed WQE is fatal to its QP, as on an
     /// HCA); false for a post to a QP in RESET, which only fails itself.
     fatal: bool,
 }
 
-fn error_cqe(qpn: u32, b: &BadWqe) -> Cqe {
-    Cqe {
-        wr_id: b.wr_id,
-        status: WcStatus::LocQpOpErr as u32,
-        opcode: b.opcode as u32,
-        qp_num: qpn,
-        ..Cqe::default()
-    }
+fn error_cqe(qpn: u32, b: &BadWqe) -> CqeBytes {
+    let mut e = Cqe::new_unchecked([0u8; CQE_SIZE]);
+    e.set_wr_id(b.wr_id);
+    e.set_status(WcStatus::LocQpOpErr as u32);
+    e.set_opcode(b.opcode as u32);
+    e.set_qp_num(qpn);
+    e.into_inner()
 }
 
 fn cq_clear(cqs: &std::collections::BTreeMap<u32, Cq>, h: u32) -> bool {

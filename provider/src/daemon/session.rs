@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::os::fd::{AsFd, OwnedFd};
 
-use crate::proto::abi::Cqe;
+use crate::proto::abi::CqeBytes;
 use crate::proto::{QpAttr, QpCap, QpType};
 use crate::ring::{Consumer, Doorbell, Producer};
 
@@ -33,7 +33,7 @@ pub struct Cq {
     pub user_handle: u64,
     pub ring: Producer,
     /// Completions waiting for room in the ring, oldest first.
-    pub backlog: VecDeque<Cqe>,
+    pub backlog: VecDeque<CqeBytes>,
     /// Write end of the completion channel socket.
     pub channel: Option<OwnedFd>,
     /// CQ_ERR was raised for the current overrun.

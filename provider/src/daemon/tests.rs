@@ -14,11 +14,13 @@ use transport::qp::{access, send_flags, WcOpcode, WcStatus};
 use super::device::{Device, Reply};
 use super::session::event;
 use super::setup::{self, Config};
-use crate::proto::abi::{self, Cqe, RecvSlot, SendSlot, Sge, CQE_SIZE};
+use crate::client::Wc;
+use crate::proto::abi::test_spec::{RecvSpec, SendSpec};
+use crate::proto::abi::{self, Cqe, CQE_SIZE};
 use crate::proto::{AhAttr, QpAttr, QpCap, QpType, Request, Response, PROTO_VERSION};
 use crate::ring::{Consumer, Doorbell, Producer, Ring};
 use crate::verbs::{self, mask};
-use transport::verbs::WrOpcode;
+use transport::verbs::{Sge, WrOpcode};
 
 const PORT: u16 = 24791;
 
@@ -241,11 +243,12 @@ fn pump(dev: &mut Device, mut done: impl FnMut(&mut Device) -> bool) -> bool {
     false
 }
 
-fn pop_cqe(cq: &mut Consumer) -> Option<Cqe> {
+/// The next CQE, read through the view (as the client library reads it).
+fn pop_cqe(cq: &mut Consumer) -> Option<Wc> {
     let mut b = [0u8; CQE_SIZE];
     cq.try_pop(&mut b)
         .unwrap()
-        .then(|| Cqe::decode(&b).unwrap())
+        .then(|| Wc::from_cqe(&Cqe::new_unchecked(&b)))
 }
 
 /// Async event records waiting on the client's socket.
@@ -272,9 +275,9 @@ fn events(c: &Client) -> Vec<(u64, u32)> {
     v
 }
 
-fn post_send(qp: &mut TestQp, s: &SendSlot) {
+fn post_send(qp: &mut TestQp, s: &SendSpec) {
     let mut b = vec![0u8; qp.sq.slot_size()];
-    s.encode(&mut b).unwrap();
+    s.write(&mut b);
     assert!(qp.sq.try_push(&b).unwrap());
 }
 
@@ -605,7 +608,7 @@ fn bad_wqes_complete_with_errors() {
     // Posted in RESET: fails alone, the QP stays in RESET.
     post_send(
         &mut qp,
-        &SendSlot {
+        &SendSpec {
             wr_id: 1,
             opcode: WrOpcode::SEND,
             ..Default::default()
@@ -624,7 +627,7 @@ fn bad_wqes_complete_with_errors() {
     assert!(qp.sq.try_push(&junk).unwrap());
     post_send(
         &mut qp,
-        &SendSlot {
+        &SendSpec {
             wr_id: 3,
             opcode: WrOpcode::RDMA_WRITE,
             send_flags: send_flags::SIGNALED,
@@ -642,12 +645,11 @@ fn bad_wqes_complete_with_errors() {
     // A receive WQE with more SGEs than max_recv_sge.
     let rq = qp.rq.as_mut().unwrap();
     let mut b = vec![0u8; rq.slot_size()];
-    RecvSlot {
+    RecvSpec {
         wr_id: 4,
         sges: vec![Sge::default(); 2],
     }
-    .encode(&mut b)
-    .unwrap();
+    .write(&mut b);
     b[8..12].copy_from_slice(&3u32.to_le_bytes());
     assert!(rq.try_push(&b).unwrap());
     dev.consume();
@@ -694,7 +696,7 @@ fn rc_send_and_write_loop_back() {
     connect_rc(&mut dev, c.id, b.qpn, a.qpn, addr(6));
     let rq = b.rq.as_mut().unwrap();
     let mut slot = vec![0u8; rq.slot_size()];
-    RecvSlot {
+    RecvSpec {
         wr_id: 50,
         sges: vec![Sge {
             addr: dst.as_ptr() as u64,
@@ -702,12 +704,11 @@ fn rc_send_and_write_loop_back() {
             lkey: dkey,
         }],
     }
-    .encode(&mut slot)
-    .unwrap();
+    .write(&mut slot);
     assert!(rq.try_push(&slot).unwrap());
     post_send(
         &mut a,
-        &SendSlot {
+        &SendSpec {
             wr_id: 10,
             opcode: WrOpcode::SEND,
             send_flags: send_flags::SIGNALED,
@@ -721,7 +722,7 @@ fn rc_send_and_write_loop_back() {
     );
     post_send(
         &mut a,
-        &SendSlot {
+        &SendSpec {
             wr_id: 11,
             opcode: WrOpcode::RDMA_WRITE,
             send_flags: send_flags::SIGNALED,
@@ -815,7 +816,7 @@ fn disconnect_destroys_everything_and_peers_time_out() {
     // retry_cnt 2) instead of hanging.
     post_send(
         &mut qb,
-        &SendSlot {
+        &SendSpec {
             wr_id: 77,
             opcode: WrOpcode::SEND,
             send_flags: send_flags::SIGNALED,
@@ -853,7 +854,7 @@ fn cq_resize_keeps_unread_entries_and_overrun_raises_cq_err() {
     for i in 0..3 {
         post_send(
             &mut qp,
-            &SendSlot {
+            &SendSpec {
                 wr_id: i,
                 opcode: WrOpcode::SEND,
                 ..Default::default()
@@ -884,12 +885,11 @@ fn cq_resize_keeps_unread_entries_and_overrun_raises_cq_err() {
     let rq = q1.rq.as_mut().unwrap();
     let mut slot = vec![0u8; rq.slot_size()];
     for i in 0..6 {
-        RecvSlot {
+        RecvSpec {
             wr_id: 100 + i,
             sges: vec![],
         }
-        .encode(&mut slot)
-        .unwrap();
+        .write(&mut slot);
         assert!(rq.try_push(&slot).unwrap());
     }
     dev.consume();
@@ -949,7 +949,7 @@ fn armed_cq_notifies_its_channel_once() {
     let post = |qp: &mut TestQp, id| {
         post_send(
             qp,
-            &SendSlot {
+            &SendSpec {
                 wr_id: id,
                 opcode: WrOpcode::SEND,
                 ..Default::default()
@@ -1002,12 +1002,11 @@ fn srq_limit_event_and_busy() {
     let mut ring = Ring::attach(&fds[0]).unwrap().into_producer();
     let mut slot = vec![0u8; ring.slot_size()];
     for i in 0..3 {
-        RecvSlot {
+        RecvSpec {
             wr_id: i,
             sges: vec![],
         }
-        .encode(&mut slot)
-        .unwrap();
+        .write(&mut slot);
         assert!(ring.try_push(&slot).unwrap());
     }
     dev.consume();
@@ -1247,7 +1246,7 @@ fn ud_receives_posted_before_the_burst_all_land() {
     for i in 0..N as u64 {
         post_send(
             &mut a,
-            &SendSlot {
+            &SendSpec {
                 wr_id: i,
                 opcode: WrOpcode::SEND,
                 send_flags: send_flags::SIGNALED,
@@ -1277,7 +1276,7 @@ fn ud_receives_posted_before_the_burst_all_land() {
     let rq = b.rq.as_mut().unwrap();
     let mut slot = vec![0u8; rq.slot_size()];
     for i in 0..N {
-        RecvSlot {
+        RecvSpec {
             wr_id: 100 + i as u64,
             sges: vec![Sge {
                 addr: dst.as_ptr() as u64 + (i * 512) as u64,
@@ -1285,8 +1284,7 @@ fn ud_receives_posted_before_the_burst_all_land() {
                 lkey: dkey,
             }],
         }
-        .encode(&mut slot)
-        .unwrap();
+        .write(&mut slot);
         assert!(rq.try_push(&slot).unwrap());
     }
     let end = Instant::now() + Duration::from_secs(5);

@@ -1,10 +1,15 @@
 //! Layouts of the slots in the shared-memory rings (the fast path).
 //!
-//! CONTRACT shared by the daemon, the client library and (later) the C
-//! provider. All fields little-endian at fixed offsets; encoded and
-//! decoded field by field (no `repr(C)` casts), so a slot written by a
-//! hostile or crashed client decodes to *some* values that the daemon then
-//! validates — never to undefined behaviour.
+//! The contract between the daemon and the client library, written once:
+//! typed views over slot bytes in smoltcp's style ([`SendSlot`],
+//! [`RecvSlot`], [`Cqe`]), each with a `field` module of byte ranges,
+//! getters, and setters when the bytes are writable. The client writes
+//! slots with the setters, the daemon reads them with the getters. All
+//! fields are little-endian at fixed offsets and read field by field (no
+//! `repr(C)` casts), so a slot written by a hostile or crashed client reads
+//! as *some* values that the daemon then validates, never as undefined
+//! behaviour. Build a view over untrusted bytes with `new_checked`:
+//! getters of a view over a buffer shorter than its header panic.
 //!
 //! ```text
 //! send slot (SQ; header 96 bytes, then SGEs or inline data)
@@ -30,7 +35,9 @@
 //!  48 [16] source GID (UD)
 //! ```
 
-use transport::verbs::WrOpcode;
+use std::ops::Range;
+
+use transport::verbs::{Sge, WrOpcode};
 
 pub const SEND_HDR: usize = 96;
 pub const RECV_HDR: usize = 16;
@@ -53,274 +60,622 @@ pub const fn recv_slot_size(max_sge: u32) -> u32 {
     ((RECV_HDR + max_sge as usize * SGE_SIZE).div_ceil(64) * 64) as u32
 }
 
-/// One scatter/gather element.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Sge {
-    pub addr: u64,
-    pub length: u32,
-    pub lkey: u32,
-}
-
-/// A send WQE as posted by the client (not yet validated).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SendSlot {
-    pub wr_id: u64,
-    pub opcode: WrOpcode,
-    pub send_flags: u32,
-    pub imm_or_inv: u32,
-    pub remote_addr: u64,
-    pub rkey: u32,
-    pub ud_qpn: u32,
-    /// Compare (CMP_AND_SWP) or add (FETCH_AND_ADD) operand; FLUSH: the
-    /// length to flush.
-    pub compare_add: u64,
-    pub swap: u64,
-    pub ud_qkey: u32,
-    pub flush: u32,
-    pub ud_gid: [u8; 16],
-    pub ud_flow_label: u32,
-    pub sges: Vec<Sge>,
-    pub inline: Vec<u8>,
-}
-
-/// A receive WQE as posted by the client (not yet validated).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RecvSlot {
-    pub wr_id: u64,
-    pub sges: Vec<Sge>,
-}
-
-/// A completion as written into the CQ ring.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Cqe {
-    pub wr_id: u64,
-    pub status: u32,
-    pub opcode: u32,
-    pub vendor_err: u32,
-    pub byte_len: u32,
-    pub imm_or_inv: u32,
-    pub qp_num: u32,
-    pub src_qp: u32,
-    pub wc_flags: u32,
-    pub pkey_index: u16,
-    pub slid: u16,
-    pub sl: u8,
-    pub dlid_path_bits: u8,
-    pub src_gid: [u8; 16],
-}
-
-/// Why a slot could not be encoded or decoded.
+/// Why a view cannot be built over some bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SlotError {
     #[error("slot of {have} bytes cannot hold {need}")]
     TooSmall { need: usize, have: usize },
 }
 
-fn get<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+type Field = Range<usize>;
+
+fn too_small(need: usize, have: usize) -> Result<(), SlotError> {
+    if need > have {
+        Err(SlotError::TooSmall { need, have })
+    } else {
+        Ok(())
+    }
+}
+
+fn get<const N: usize>(b: &[u8], f: Field) -> [u8; N] {
     let mut a = [0u8; N];
-    a.copy_from_slice(&b[at..at + N]);
+    a.copy_from_slice(&b[f]);
     a
 }
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes(get(b, at))
+fn get_u16(b: &[u8], f: Field) -> u16 {
+    u16::from_le_bytes(get(b, f))
 }
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(get(b, at))
+fn get_u32(b: &[u8], f: Field) -> u32 {
+    u32::from_le_bytes(get(b, f))
 }
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(get(b, at))
+fn get_u64(b: &[u8], f: Field) -> u64 {
+    u64::from_le_bytes(get(b, f))
+}
+fn put(b: &mut [u8], f: Field, v: &[u8]) {
+    b[f].copy_from_slice(v);
 }
 
-fn put_sges(b: &mut [u8], at: usize, sges: &[Sge]) {
-    for (i, s) in sges.iter().enumerate() {
-        let o = at + i * SGE_SIZE;
-        b[o..o + 8].copy_from_slice(&s.addr.to_le_bytes());
-        b[o + 8..o + 12].copy_from_slice(&s.length.to_le_bytes());
-        b[o + 12..o + 16].copy_from_slice(&s.lkey.to_le_bytes());
+/// One SGE as stored after a slot header: `{ u64 addr, u32 length, u32 lkey }`.
+pub mod sge_field {
+    use super::Field;
+    pub const ADDR: Field = 0..8;
+    pub const LENGTH: Field = 8..12;
+    pub const LKEY: Field = 12..16;
+}
+
+/// The bytes of one SGE.
+pub fn emit_sge(s: &Sge) -> [u8; SGE_SIZE] {
+    let mut b = [0u8; SGE_SIZE];
+    put(&mut b, sge_field::ADDR, &s.addr.to_le_bytes());
+    put(&mut b, sge_field::LENGTH, &s.length.to_le_bytes());
+    put(&mut b, sge_field::LKEY, &s.lkey.to_le_bytes());
+    b
+}
+
+fn parse_sge(b: &[u8; SGE_SIZE]) -> Sge {
+    Sge {
+        addr: get_u64(b, sge_field::ADDR),
+        length: get_u32(b, sge_field::LENGTH),
+        lkey: get_u32(b, sge_field::LKEY),
     }
 }
 
-fn get_sges(b: &[u8], at: usize, n: usize) -> Vec<Sge> {
-    (0..n)
-        .map(|i| {
-            let o = at + i * SGE_SIZE;
-            Sge {
-                addr: u64_at(b, o),
-                length: u32_at(b, o + 8),
-                lkey: u32_at(b, o + 12),
+/// The SGEs of a slot body, read in place (no allocation). Stops early,
+/// rather than panicking, if the body is shorter than the count says.
+#[derive(Clone, Debug)]
+pub struct Sges<'a> {
+    chunks: std::slice::ChunksExact<'a, u8>,
+    left: usize,
+}
+
+impl<'a> Sges<'a> {
+    fn new(body: &'a [u8], n: usize) -> Sges<'a> {
+        Sges {
+            chunks: body.chunks_exact(SGE_SIZE),
+            left: n,
+        }
+    }
+}
+
+impl Iterator for Sges<'_> {
+    type Item = Sge;
+    fn next(&mut self) -> Option<Sge> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let c: &[u8; SGE_SIZE] = self.chunks.next()?.try_into().ok()?;
+        Some(parse_sge(c))
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.left.min(self.chunks.len());
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for Sges<'_> {}
+
+fn put_sges(body: &mut [u8], sges: &[Sge]) {
+    for (c, s) in body.chunks_exact_mut(SGE_SIZE).zip(sges) {
+        c.copy_from_slice(&emit_sge(s));
+    }
+}
+
+/// A send slot (SQ): header, then SGEs or inline data.
+#[derive(Clone, Copy, Debug)]
+pub struct SendSlot<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+/// Byte ranges of the send slot header.
+pub mod send_field {
+    use super::Field;
+    pub const WR_ID: Field = 0..8;
+    /// `enum ibv_wr_opcode`.
+    pub const OPCODE: Field = 8..12;
+    /// `ibv_send_flags`; the daemon takes the slot as inline by
+    /// IBV_SEND_INLINE alone.
+    pub const SEND_FLAGS: Field = 12..16;
+    /// Immediate data (the wire word) or the rkey to invalidate.
+    pub const IMM_DATA: Field = 16..20;
+    pub const NUM_SGE: Field = 20..22;
+    pub const INLINE_LEN: Field = 22..24;
+    pub const REMOTE_ADDR: Field = 24..32;
+    pub const RKEY: Field = 32..36;
+    pub const UD_QPN: Field = 36..40;
+    /// Compare (CMP_AND_SWP) or add (FETCH_AND_ADD) operand; FLUSH: the
+    /// length (FLUSH has no local data).
+    pub const COMPARE_ADD: Field = 40..48;
+    pub const SWAP: Field = 48..56;
+    pub const UD_QKEY: Field = 56..60;
+    /// FLUSH: placement type | selectivity level << 8.
+    pub const FLUSH: Field = 60..64;
+    pub const UD_GID: Field = 64..80;
+    pub const UD_FLOW_LABEL: Field = 80..84;
+    /// SGEs or inline data start here.
+    pub const BODY: usize = super::SEND_HDR;
+}
+
+impl<T: AsRef<[u8]>> SendSlot<T> {
+    /// A view without checks: getters panic if `buffer` is shorter than
+    /// the header.
+    pub const fn new_unchecked(buffer: T) -> SendSlot<T> {
+        SendSlot { buffer }
+    }
+
+    /// A view whose header, SGE array and inline data fit `buffer`.
+    pub fn new_checked(buffer: T) -> Result<SendSlot<T>, SlotError> {
+        let s = SendSlot::new_unchecked(buffer);
+        s.check_len()?;
+        Ok(s)
+    }
+
+    /// Checks that the header fits and that `num_sge` SGEs and
+    /// `inline_len` bytes fit after it.
+    pub fn check_len(&self) -> Result<(), SlotError> {
+        let have = self.buffer.as_ref().len();
+        too_small(SEND_HDR, have)?;
+        too_small(SEND_HDR + self.body_len(), have)
+    }
+
+    fn body_len(&self) -> usize {
+        (usize::from(self.num_sge()) * SGE_SIZE).max(usize::from(self.inline_len()))
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    pub fn wr_id(&self) -> u64 {
+        get_u64(self.b(), send_field::WR_ID)
+    }
+    pub fn opcode(&self) -> WrOpcode {
+        WrOpcode(get_u32(self.b(), send_field::OPCODE))
+    }
+    pub fn send_flags(&self) -> u32 {
+        get_u32(self.b(), send_field::SEND_FLAGS)
+    }
+    pub fn imm_data(&self) -> u32 {
+        get_u32(self.b(), send_field::IMM_DATA)
+    }
+    pub fn num_sge(&self) -> u16 {
+        get_u16(self.b(), send_field::NUM_SGE)
+    }
+    pub fn inline_len(&self) -> u16 {
+        get_u16(self.b(), send_field::INLINE_LEN)
+    }
+    pub fn remote_addr(&self) -> u64 {
+        get_u64(self.b(), send_field::REMOTE_ADDR)
+    }
+    pub fn rkey(&self) -> u32 {
+        get_u32(self.b(), send_field::RKEY)
+    }
+    pub fn ud_qpn(&self) -> u32 {
+        get_u32(self.b(), send_field::UD_QPN)
+    }
+    pub fn compare_add(&self) -> u64 {
+        get_u64(self.b(), send_field::COMPARE_ADD)
+    }
+    pub fn swap(&self) -> u64 {
+        get_u64(self.b(), send_field::SWAP)
+    }
+    pub fn ud_qkey(&self) -> u32 {
+        get_u32(self.b(), send_field::UD_QKEY)
+    }
+    pub fn flush(&self) -> u32 {
+        get_u32(self.b(), send_field::FLUSH)
+    }
+    pub fn ud_gid(&self) -> [u8; 16] {
+        get(self.b(), send_field::UD_GID)
+    }
+    pub fn ud_flow_label(&self) -> u32 {
+        get_u32(self.b(), send_field::UD_FLOW_LABEL)
+    }
+
+    /// The `num_sge` SGEs after the header.
+    pub fn sges(&self) -> Sges<'_> {
+        let body = self.b().get(send_field::BODY..).unwrap_or(&[]);
+        Sges::new(body, usize::from(self.num_sge()))
+    }
+
+    /// The `inline_len` bytes after the header (empty if they do not fit).
+    pub fn inline_data(&self) -> &[u8] {
+        let n = usize::from(self.inline_len());
+        self.b()
+            .get(send_field::BODY..send_field::BODY + n)
+            .unwrap_or(&[])
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> SendSlot<T> {
+    fn m(&mut self) -> &mut [u8] {
+        self.buffer.as_mut()
+    }
+
+    /// Zeroes the header (reserved bytes included).
+    pub fn clear_header(&mut self) {
+        self.m()[..SEND_HDR].fill(0);
+    }
+    pub fn set_wr_id(&mut self, v: u64) {
+        put(self.m(), send_field::WR_ID, &v.to_le_bytes());
+    }
+    pub fn set_opcode(&mut self, v: WrOpcode) {
+        put(self.m(), send_field::OPCODE, &v.0.to_le_bytes());
+    }
+    pub fn set_send_flags(&mut self, v: u32) {
+        put(self.m(), send_field::SEND_FLAGS, &v.to_le_bytes());
+    }
+    pub fn set_imm_data(&mut self, v: u32) {
+        put(self.m(), send_field::IMM_DATA, &v.to_le_bytes());
+    }
+    pub fn set_num_sge(&mut self, v: u16) {
+        put(self.m(), send_field::NUM_SGE, &v.to_le_bytes());
+    }
+    pub fn set_inline_len(&mut self, v: u16) {
+        put(self.m(), send_field::INLINE_LEN, &v.to_le_bytes());
+    }
+    pub fn set_remote_addr(&mut self, v: u64) {
+        put(self.m(), send_field::REMOTE_ADDR, &v.to_le_bytes());
+    }
+    pub fn set_rkey(&mut self, v: u32) {
+        put(self.m(), send_field::RKEY, &v.to_le_bytes());
+    }
+    pub fn set_ud_qpn(&mut self, v: u32) {
+        put(self.m(), send_field::UD_QPN, &v.to_le_bytes());
+    }
+    pub fn set_compare_add(&mut self, v: u64) {
+        put(self.m(), send_field::COMPARE_ADD, &v.to_le_bytes());
+    }
+    pub fn set_swap(&mut self, v: u64) {
+        put(self.m(), send_field::SWAP, &v.to_le_bytes());
+    }
+    pub fn set_ud_qkey(&mut self, v: u32) {
+        put(self.m(), send_field::UD_QKEY, &v.to_le_bytes());
+    }
+    pub fn set_flush(&mut self, v: u32) {
+        put(self.m(), send_field::FLUSH, &v.to_le_bytes());
+    }
+    pub fn set_ud_gid(&mut self, v: &[u8; 16]) {
+        put(self.m(), send_field::UD_GID, v);
+    }
+    pub fn set_ud_flow_label(&mut self, v: u32) {
+        put(self.m(), send_field::UD_FLOW_LABEL, &v.to_le_bytes());
+    }
+
+    /// Writes `sges` after the header and sets `num_sge` (and
+    /// `inline_len` to 0). The buffer must hold them.
+    pub fn set_sges(&mut self, sges: &[Sge]) -> Result<(), SlotError> {
+        let need = SEND_HDR + sges.len() * SGE_SIZE;
+        too_small(need, self.b().len())?;
+        let n = u16::try_from(sges.len()).map_err(|_| SlotError::TooSmall {
+            need,
+            have: self.b().len(),
+        })?;
+        put_sges(&mut self.m()[send_field::BODY..need], sges);
+        self.set_num_sge(n);
+        self.set_inline_len(0);
+        Ok(())
+    }
+
+    /// Copies `data` after the header and sets `inline_len` (and
+    /// `num_sge` to 0). The buffer must hold it.
+    pub fn set_inline_data(&mut self, data: &[u8]) -> Result<(), SlotError> {
+        let need = SEND_HDR + data.len();
+        too_small(need, self.b().len())?;
+        let n = u16::try_from(data.len()).map_err(|_| SlotError::TooSmall {
+            need,
+            have: self.b().len(),
+        })?;
+        self.m()[send_field::BODY..need].copy_from_slice(data);
+        self.set_inline_len(n);
+        self.set_num_sge(0);
+        Ok(())
+    }
+}
+
+/// A receive slot (RQ, SRQ): header, then SGEs.
+#[derive(Clone, Copy, Debug)]
+pub struct RecvSlot<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+/// Byte ranges of the receive slot header (12..16 reserved).
+pub mod recv_field {
+    use super::Field;
+    pub const WR_ID: Field = 0..8;
+    pub const NUM_SGE: Field = 8..12;
+    /// SGEs start here.
+    pub const BODY: usize = super::RECV_HDR;
+}
+
+impl<T: AsRef<[u8]>> RecvSlot<T> {
+    /// A view without checks: getters panic if `buffer` is shorter than
+    /// the header.
+    pub const fn new_unchecked(buffer: T) -> RecvSlot<T> {
+        RecvSlot { buffer }
+    }
+
+    /// A view whose header and `num_sge` SGEs fit `buffer`.
+    pub fn new_checked(buffer: T) -> Result<RecvSlot<T>, SlotError> {
+        let s = RecvSlot::new_unchecked(buffer);
+        s.check_len()?;
+        Ok(s)
+    }
+
+    pub fn check_len(&self) -> Result<(), SlotError> {
+        let have = self.buffer.as_ref().len();
+        too_small(RECV_HDR, have)?;
+        let n = self.num_sge() as usize;
+        too_small(n.saturating_mul(SGE_SIZE).saturating_add(RECV_HDR), have)
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    pub fn wr_id(&self) -> u64 {
+        get_u64(self.buffer.as_ref(), recv_field::WR_ID)
+    }
+    pub fn num_sge(&self) -> u32 {
+        get_u32(self.buffer.as_ref(), recv_field::NUM_SGE)
+    }
+
+    /// The `num_sge` SGEs after the header.
+    pub fn sges(&self) -> Sges<'_> {
+        let body = self.buffer.as_ref().get(recv_field::BODY..).unwrap_or(&[]);
+        Sges::new(body, self.num_sge() as usize)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> RecvSlot<T> {
+    /// Zeroes the header (reserved bytes included).
+    pub fn clear_header(&mut self) {
+        self.buffer.as_mut()[..RECV_HDR].fill(0);
+    }
+    pub fn set_wr_id(&mut self, v: u64) {
+        put(self.buffer.as_mut(), recv_field::WR_ID, &v.to_le_bytes());
+    }
+    pub fn set_num_sge(&mut self, v: u32) {
+        put(self.buffer.as_mut(), recv_field::NUM_SGE, &v.to_le_bytes());
+    }
+
+    /// Writes `sges` after the header and sets `num_sge`. The buffer must
+    /// hold them.
+    pub fn set_sges(&mut self, sges: &[Sge]) -> Result<(), SlotError> {
+        let need = RECV_HDR + sges.len() * SGE_SIZE;
+        too_small(need, self.buffer.as_ref().len())?;
+        put_sges(&mut self.buffer.as_mut()[recv_field::BODY..need], sges);
+        self.set_num_sge(sges.len() as u32);
+        Ok(())
+    }
+}
+
+/// The bytes of one CQE, as the daemon queues them while a ring is full.
+pub type CqeBytes = [u8; CQE_SIZE];
+
+/// A completion queue entry (64 bytes).
+#[derive(Clone, Copy, Debug)]
+pub struct Cqe<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+/// Byte ranges of a CQE (46..48 reserved).
+pub mod cqe_field {
+    use super::Field;
+    pub const WR_ID: Field = 0..8;
+    /// `enum ibv_wc_status`.
+    pub const STATUS: Field = 8..12;
+    /// `enum ibv_wc_opcode`.
+    pub const OPCODE: Field = 12..16;
+    pub const VENDOR_ERR: Field = 16..20;
+    pub const BYTE_LEN: Field = 20..24;
+    /// Immediate data (wire word) or the invalidated rkey.
+    pub const IMM_DATA: Field = 24..28;
+    pub const QP_NUM: Field = 28..32;
+    pub const SRC_QP: Field = 32..36;
+    pub const WC_FLAGS: Field = 36..40;
+    pub const PKEY_INDEX: Field = 40..42;
+    pub const SLID: Field = 42..44;
+    pub const SL: usize = 44;
+    pub const DLID_PATH_BITS: usize = 45;
+    /// UD: the sender's GID.
+    pub const SRC_GID: Field = 48..64;
+}
+
+impl<T: AsRef<[u8]>> Cqe<T> {
+    /// A view without checks: getters panic if `buffer` is shorter than
+    /// [`CQE_SIZE`].
+    pub const fn new_unchecked(buffer: T) -> Cqe<T> {
+        Cqe { buffer }
+    }
+
+    pub fn new_checked(buffer: T) -> Result<Cqe<T>, SlotError> {
+        too_small(CQE_SIZE, buffer.as_ref().len())?;
+        Ok(Cqe::new_unchecked(buffer))
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    pub fn wr_id(&self) -> u64 {
+        get_u64(self.b(), cqe_field::WR_ID)
+    }
+    pub fn status(&self) -> u32 {
+        get_u32(self.b(), cqe_field::STATUS)
+    }
+    pub fn opcode(&self) -> u32 {
+        get_u32(self.b(), cqe_field::OPCODE)
+    }
+    pub fn vendor_err(&self) -> u32 {
+        get_u32(self.b(), cqe_field::VENDOR_ERR)
+    }
+    pub fn byte_len(&self) -> u32 {
+        get_u32(self.b(), cqe_field::BYTE_LEN)
+    }
+    pub fn imm_data(&self) -> u32 {
+        get_u32(self.b(), cqe_field::IMM_DATA)
+    }
+    pub fn qp_num(&self) -> u32 {
+        get_u32(self.b(), cqe_field::QP_NUM)
+    }
+    pub fn src_qp(&self) -> u32 {
+        get_u32(self.b(), cqe_field::SRC_QP)
+    }
+    pub fn wc_flags(&self) -> u32 {
+        get_u32(self.b(), cqe_field::WC_FLAGS)
+    }
+    pub fn pkey_index(&self) -> u16 {
+        get_u16(self.b(), cqe_field::PKEY_INDEX)
+    }
+    pub fn slid(&self) -> u16 {
+        get_u16(self.b(), cqe_field::SLID)
+    }
+    pub fn sl(&self) -> u8 {
+        self.b()[cqe_field::SL]
+    }
+    pub fn dlid_path_bits(&self) -> u8 {
+        self.b()[cqe_field::DLID_PATH_BITS]
+    }
+    pub fn src_gid(&self) -> [u8; 16] {
+        get(self.b(), cqe_field::SRC_GID)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Cqe<T> {
+    fn m(&mut self) -> &mut [u8] {
+        self.buffer.as_mut()
+    }
+
+    /// Zeroes the entry.
+    pub fn clear(&mut self) {
+        self.m()[..CQE_SIZE].fill(0);
+    }
+    pub fn set_wr_id(&mut self, v: u64) {
+        put(self.m(), cqe_field::WR_ID, &v.to_le_bytes());
+    }
+    pub fn set_status(&mut self, v: u32) {
+        put(self.m(), cqe_field::STATUS, &v.to_le_bytes());
+    }
+    pub fn set_opcode(&mut self, v: u32) {
+        put(self.m(), cqe_field::OPCODE, &v.to_le_bytes());
+    }
+    pub fn set_vendor_err(&mut self, v: u32) {
+        put(self.m(), cqe_field::VENDOR_ERR, &v.to_le_bytes());
+    }
+    pub fn set_byte_len(&mut self, v: u32) {
+        put(self.m(), cqe_field::BYTE_LEN, &v.to_le_bytes());
+    }
+    pub fn set_imm_data(&mut self, v: u32) {
+        put(self.m(), cqe_field::IMM_DATA, &v.to_le_bytes());
+    }
+    pub fn set_qp_num(&mut self, v: u32) {
+        put(self.m(), cqe_field::QP_NUM, &v.to_le_bytes());
+    }
+    pub fn set_src_qp(&mut self, v: u32) {
+        put(self.m(), cqe_field::SRC_QP, &v.to_le_bytes());
+    }
+    pub fn set_wc_flags(&mut self, v: u32) {
+        put(self.m(), cqe_field::WC_FLAGS, &v.to_le_bytes());
+    }
+    pub fn set_pkey_index(&mut self, v: u16) {
+        put(self.m(), cqe_field::PKEY_INDEX, &v.to_le_bytes());
+    }
+    pub fn set_slid(&mut self, v: u16) {
+        put(self.m(), cqe_field::SLID, &v.to_le_bytes());
+    }
+    pub fn set_sl(&mut self, v: u8) {
+        self.m()[cqe_field::SL] = v;
+    }
+    pub fn set_dlid_path_bits(&mut self, v: u8) {
+        self.m()[cqe_field::DLID_PATH_BITS] = v;
+    }
+    pub fn set_src_gid(&mut self, v: &[u8; 16]) {
+        put(self.m(), cqe_field::SRC_GID, v);
+    }
+}
+
+/// Work requests as the crate's tests describe them, written into slots
+/// with the views' setters (the one encoder).
+#[cfg(test)]
+pub(crate) mod test_spec {
+    use super::{RecvSlot, SendSlot};
+    use transport::verbs::{Sge, WrOpcode};
+
+    #[derive(Clone, Debug, Default)]
+    pub(crate) struct SendSpec {
+        pub wr_id: u64,
+        pub opcode: WrOpcode,
+        pub send_flags: u32,
+        pub imm_data: u32,
+        pub remote_addr: u64,
+        pub rkey: u32,
+        pub compare_add: u64,
+        pub swap: u64,
+        pub flush: u32,
+        pub ud_qpn: u32,
+        pub ud_qkey: u32,
+        pub ud_gid: [u8; 16],
+        pub ud_flow_label: u32,
+        pub sges: Vec<Sge>,
+        /// Written instead of the SGEs when not empty.
+        pub inline: Vec<u8>,
+    }
+
+    impl SendSpec {
+        /// The whole slot `b` (zeroed first).
+        pub(crate) fn write(&self, b: &mut [u8]) {
+            b.fill(0);
+            let mut s = SendSlot::new_unchecked(b);
+            s.set_wr_id(self.wr_id);
+            s.set_opcode(self.opcode);
+            s.set_send_flags(self.send_flags);
+            s.set_imm_data(self.imm_data);
+            s.set_remote_addr(self.remote_addr);
+            s.set_rkey(self.rkey);
+            s.set_compare_add(self.compare_add);
+            s.set_swap(self.swap);
+            s.set_flush(self.flush);
+            s.set_ud_qpn(self.ud_qpn);
+            s.set_ud_qkey(self.ud_qkey);
+            s.set_ud_gid(&self.ud_gid);
+            s.set_ud_flow_label(self.ud_flow_label);
+            if self.inline.is_empty() {
+                s.set_sges(&self.sges).unwrap();
+            } else {
+                s.set_inline_data(&self.inline).unwrap();
             }
-        })
-        .collect()
-}
+        }
 
-impl SendSlot {
-    /// Writes the slot into `b` (the whole slot).
-    pub fn encode(&self, b: &mut [u8]) -> Result<(), SlotError> {
-        let body = (self.sges.len() * SGE_SIZE).max(self.inline.len());
-        let need = SEND_HDR + body;
-        if b.len() < need
-            || self.sges.len() > u16::MAX as usize
-            || self.inline.len() > u16::MAX as usize
-        {
-            return Err(SlotError::TooSmall {
-                need,
-                have: b.len(),
-            });
+        /// A slot of `size` bytes holding it.
+        pub(crate) fn slot(&self, size: usize) -> Vec<u8> {
+            let mut b = vec![0u8; size];
+            self.write(&mut b);
+            b
         }
-        b[..SEND_HDR].fill(0);
-        b[0..8].copy_from_slice(&self.wr_id.to_le_bytes());
-        b[8..12].copy_from_slice(&self.opcode.0.to_le_bytes());
-        b[12..16].copy_from_slice(&self.send_flags.to_le_bytes());
-        b[16..20].copy_from_slice(&self.imm_or_inv.to_le_bytes());
-        b[20..22].copy_from_slice(&(self.sges.len() as u16).to_le_bytes());
-        b[22..24].copy_from_slice(&(self.inline.len() as u16).to_le_bytes());
-        b[24..32].copy_from_slice(&self.remote_addr.to_le_bytes());
-        b[32..36].copy_from_slice(&self.rkey.to_le_bytes());
-        b[36..40].copy_from_slice(&self.ud_qpn.to_le_bytes());
-        b[40..48].copy_from_slice(&self.compare_add.to_le_bytes());
-        b[48..56].copy_from_slice(&self.swap.to_le_bytes());
-        b[56..60].copy_from_slice(&self.ud_qkey.to_le_bytes());
-        b[60..64].copy_from_slice(&self.flush.to_le_bytes());
-        b[64..80].copy_from_slice(&self.ud_gid);
-        b[80..84].copy_from_slice(&self.ud_flow_label.to_le_bytes());
-        if self.inline.is_empty() {
-            put_sges(b, SEND_HDR, &self.sges);
-        } else {
-            b[SEND_HDR..SEND_HDR + self.inline.len()].copy_from_slice(&self.inline);
-        }
-        Ok(())
     }
 
-    /// Reads a slot. Counts that do not fit the slot are an error;
-    /// every other field is returned as found, for the daemon to validate.
-    pub fn decode(b: &[u8]) -> Result<SendSlot, SlotError> {
-        if b.len() < SEND_HDR {
-            return Err(SlotError::TooSmall {
-                need: SEND_HDR,
-                have: b.len(),
-            });
-        }
-        let num_sge = usize::from(u16_at(b, 20));
-        let inline_len = usize::from(u16_at(b, 22));
-        let body = (num_sge * SGE_SIZE).max(inline_len);
-        if SEND_HDR + body > b.len() {
-            return Err(SlotError::TooSmall {
-                need: SEND_HDR + body,
-                have: b.len(),
-            });
-        }
-        let (sges, inline) = if inline_len > 0 {
-            (Vec::new(), b[SEND_HDR..SEND_HDR + inline_len].to_vec())
-        } else {
-            (get_sges(b, SEND_HDR, num_sge), Vec::new())
-        };
-        Ok(SendSlot {
-            wr_id: u64_at(b, 0),
-            opcode: WrOpcode(u32_at(b, 8)),
-            send_flags: u32_at(b, 12),
-            imm_or_inv: u32_at(b, 16),
-            remote_addr: u64_at(b, 24),
-            rkey: u32_at(b, 32),
-            ud_qpn: u32_at(b, 36),
-            compare_add: u64_at(b, 40),
-            swap: u64_at(b, 48),
-            ud_qkey: u32_at(b, 56),
-            flush: u32_at(b, 60),
-            ud_gid: get(b, 64),
-            ud_flow_label: u32_at(b, 80),
-            sges,
-            inline,
-        })
-    }
-}
-
-impl RecvSlot {
-    pub fn encode(&self, b: &mut [u8]) -> Result<(), SlotError> {
-        let need = RECV_HDR + self.sges.len() * SGE_SIZE;
-        if b.len() < need {
-            return Err(SlotError::TooSmall {
-                need,
-                have: b.len(),
-            });
-        }
-        b[..RECV_HDR].fill(0);
-        b[0..8].copy_from_slice(&self.wr_id.to_le_bytes());
-        b[8..12].copy_from_slice(&(self.sges.len() as u32).to_le_bytes());
-        put_sges(b, RECV_HDR, &self.sges);
-        Ok(())
+    #[derive(Clone, Debug, Default)]
+    pub(crate) struct RecvSpec {
+        pub wr_id: u64,
+        pub sges: Vec<Sge>,
     }
 
-    pub fn decode(b: &[u8]) -> Result<RecvSlot, SlotError> {
-        if b.len() < RECV_HDR {
-            return Err(SlotError::TooSmall {
-                need: RECV_HDR,
-                have: b.len(),
-            });
+    impl RecvSpec {
+        pub(crate) fn write(&self, b: &mut [u8]) {
+            b.fill(0);
+            let mut r = RecvSlot::new_unchecked(b);
+            r.set_wr_id(self.wr_id);
+            r.set_sges(&self.sges).unwrap();
         }
-        let n = u32_at(b, 8) as usize;
-        let need = n.saturating_mul(SGE_SIZE).saturating_add(RECV_HDR);
-        if need > b.len() {
-            return Err(SlotError::TooSmall {
-                need,
-                have: b.len(),
-            });
-        }
-        Ok(RecvSlot {
-            wr_id: u64_at(b, 0),
-            sges: get_sges(b, RECV_HDR, n),
-        })
-    }
-}
-
-impl Cqe {
-    pub fn encode(&self, b: &mut [u8]) -> Result<(), SlotError> {
-        if b.len() < CQE_SIZE {
-            return Err(SlotError::TooSmall {
-                need: CQE_SIZE,
-                have: b.len(),
-            });
-        }
-        b[0..8].copy_from_slice(&self.wr_id.to_le_bytes());
-        b[8..12].copy_from_slice(&self.status.to_le_bytes());
-        b[12..16].copy_from_slice(&self.opcode.to_le_bytes());
-        b[16..20].copy_from_slice(&self.vendor_err.to_le_bytes());
-        b[20..24].copy_from_slice(&self.byte_len.to_le_bytes());
-        b[24..28].copy_from_slice(&self.imm_or_inv.to_le_bytes());
-        b[28..32].copy_from_slice(&self.qp_num.to_le_bytes());
-        b[32..36].copy_from_slice(&self.src_qp.to_le_bytes());
-        b[36..40].copy_from_slice(&self.wc_flags.to_le_bytes());
-        b[40..42].copy_from_slice(&self.pkey_index.to_le_bytes());
-        b[42..44].copy_from_slice(&self.slid.to_le_bytes());
-        b[44] = self.sl;
-        b[45] = self.dlid_path_bits;
-        b[46..48].fill(0);
-        b[48..64].copy_from_slice(&self.src_gid);
-        Ok(())
-    }
-
-    pub fn decode(b: &[u8]) -> Result<Cqe, SlotError> {
-        if b.len() < CQE_SIZE {
-            return Err(SlotError::TooSmall {
-                need: CQE_SIZE,
-                have: b.len(),
-            });
-        }
-        Ok(Cqe {
-            wr_id: u64_at(b, 0),
-            status: u32_at(b, 8),
-            opcode: u32_at(b, 12),
-            vendor_err: u32_at(b, 16),
-            byte_len: u32_at(b, 20),
-            imm_or_inv: u32_at(b, 24),
-            qp_num: u32_at(b, 28),
-            src_qp: u32_at(b, 32),
-            wc_flags: u32_at(b, 36),
-            pkey_index: u16_at(b, 40),
-            slid: u16_at(b, 42),
-            sl: b[44],
-            dlid_path_bits: b[45],
-            src_gid: get(b, 48),
-        })
     }
 }
 
@@ -337,60 +692,190 @@ mod tests {
         })
     }
 
+    /// The offsets of the layout in the module doc, pinned byte by byte:
+    /// the field modules may be rewritten, the contract may not.
+    #[test]
+    fn layout_is_the_documented_one() {
+        let mut b = [0u8; 128];
+        let mut s = SendSlot::new_unchecked(&mut b[..]);
+        s.set_wr_id(0x0807_0605_0403_0201);
+        s.set_opcode(WrOpcode(0x0c0b_0a09));
+        s.set_send_flags(0x100f_0e0d);
+        s.set_imm_data(0x1413_1211);
+        s.set_num_sge(0x1615);
+        s.set_inline_len(0x1817);
+        s.set_remote_addr(0x201f_1e1d_1c1b_1a19);
+        s.set_rkey(0x2423_2221);
+        s.set_ud_qpn(0x2827_2625);
+        s.set_compare_add(0x302f_2e2d_2c2b_2a29);
+        s.set_swap(0x3837_3635_3433_3231);
+        s.set_ud_qkey(0x3c3b_3a39);
+        s.set_flush(0x403f_3e3d);
+        s.set_ud_gid(&std::array::from_fn(|i| 0x41 + i as u8));
+        s.set_ud_flow_label(0x5453_5251);
+        let want: Vec<u8> = (1..=0x54).collect();
+        assert_eq!(&b[..0x54], &want[..]);
+        assert!(b[0x54..SEND_HDR].iter().all(|&x| x == 0), "reserved");
+        let sg = emit_sge(&Sge {
+            addr: 0x0807_0605_0403_0201,
+            length: 0x0c0b_0a09,
+            lkey: 0x100f_0e0d,
+        });
+        assert_eq!(sg.to_vec(), (1..=16).collect::<Vec<u8>>());
+
+        let mut r = [0u8; RECV_HDR];
+        let mut v = RecvSlot::new_unchecked(&mut r[..]);
+        v.set_wr_id(0x0807_0605_0403_0201);
+        v.set_num_sge(0x0c0b_0a09);
+        assert_eq!(&r[..12], &(1..=12).collect::<Vec<u8>>()[..]);
+
+        let mut c = [0u8; CQE_SIZE];
+        let mut e = Cqe::new_unchecked(&mut c[..]);
+        e.set_wr_id(0x0807_0605_0403_0201);
+        e.set_status(0x0c0b_0a09);
+        e.set_opcode(0x100f_0e0d);
+        e.set_vendor_err(0x1413_1211);
+        e.set_byte_len(0x1817_1615);
+        e.set_imm_data(0x1c1b_1a19);
+        e.set_qp_num(0x201f_1e1d);
+        e.set_src_qp(0x2423_2221);
+        e.set_wc_flags(0x2827_2625);
+        e.set_pkey_index(0x2a29);
+        e.set_slid(0x2c2b);
+        e.set_sl(0x2d);
+        e.set_dlid_path_bits(0x2e);
+        e.set_src_gid(&std::array::from_fn(|i| 0x31 + i as u8));
+        assert_eq!(&c[..46], &(1..=46).collect::<Vec<u8>>()[..]);
+        assert_eq!(&c[46..48], &[0, 0], "reserved");
+        assert_eq!(&c[48..], &(0x31..=0x40).collect::<Vec<u8>>()[..]);
+    }
+
     proptest! {
         #[test]
         fn send_round_trip(wr_id in any::<u64>(), opcode in 0u32..16, flags in any::<u32>(),
                            sges in proptest::collection::vec(sge(), 0..8),
                            inline in proptest::collection::vec(any::<u8>(), 0..200),
                            gid in any::<[u8; 16]>(), ra in any::<u64>(), ca in any::<u64>()) {
-            let use_inline = !inline.is_empty();
-            let s = SendSlot { wr_id, opcode: WrOpcode(opcode), send_flags: flags, imm_or_inv: 7, remote_addr: ra,
-                rkey: 9, ud_qpn: 3, compare_add: ca, swap: !ca, ud_qkey: 5, flush: 0x0102,
-                ud_gid: gid, ud_flow_label: 0x1234,
-                sges: if use_inline { vec![] } else { sges.clone() },
-                inline: inline.clone() };
             let mut b = vec![0u8; send_slot_size(8, 256) as usize];
-            s.encode(&mut b).unwrap();
-            prop_assert_eq!(SendSlot::decode(&b).unwrap(), s);
+            let mut s = SendSlot::new_unchecked(&mut b[..]);
+            s.set_wr_id(wr_id);
+            s.set_opcode(WrOpcode(opcode));
+            s.set_send_flags(flags);
+            s.set_imm_data(7);
+            s.set_remote_addr(ra);
+            s.set_rkey(9);
+            s.set_ud_qpn(3);
+            s.set_compare_add(ca);
+            s.set_swap(!ca);
+            s.set_ud_qkey(5);
+            s.set_flush(0x0102);
+            s.set_ud_gid(&gid);
+            s.set_ud_flow_label(0x1234);
+            if inline.is_empty() {
+                s.set_sges(&sges).unwrap();
+            } else {
+                s.set_inline_data(&inline).unwrap();
+            }
+            let s = SendSlot::new_checked(&b[..]).unwrap();
+            prop_assert_eq!((s.wr_id(), s.opcode(), s.send_flags()), (wr_id, WrOpcode(opcode), flags));
+            prop_assert_eq!((s.imm_data(), s.remote_addr(), s.rkey()), (7, ra, 9));
+            prop_assert_eq!((s.ud_qpn(), s.compare_add(), s.swap()), (3, ca, !ca));
+            prop_assert_eq!((s.ud_qkey(), s.flush(), s.ud_gid()), (5, 0x0102, gid));
+            prop_assert_eq!(s.ud_flow_label(), 0x1234);
+            if inline.is_empty() {
+                prop_assert_eq!(s.sges().collect::<Vec<_>>(), sges);
+                prop_assert!(s.inline_data().is_empty());
+            } else {
+                prop_assert_eq!(s.inline_data(), &inline[..]);
+                prop_assert_eq!(s.sges().len(), 0);
+            }
         }
 
         #[test]
         fn recv_round_trip(wr_id in any::<u64>(), sges in proptest::collection::vec(sge(), 0..8)) {
-            let r = RecvSlot { wr_id, sges };
             let mut b = vec![0u8; recv_slot_size(8) as usize];
-            r.encode(&mut b).unwrap();
-            prop_assert_eq!(RecvSlot::decode(&b).unwrap(), r);
+            let mut r = RecvSlot::new_unchecked(&mut b[..]);
+            r.set_wr_id(wr_id);
+            r.set_sges(&sges).unwrap();
+            let r = RecvSlot::new_checked(&b[..]).unwrap();
+            prop_assert_eq!(r.wr_id(), wr_id);
+            prop_assert_eq!(r.sges().collect::<Vec<_>>(), sges);
         }
 
         #[test]
         fn garbage_never_panics(b in proptest::collection::vec(any::<u8>(), 0..600)) {
-            let _ = SendSlot::decode(&b);
-            let _ = RecvSlot::decode(&b);
-            let _ = Cqe::decode(&b);
+            // Checked views read every field; unchecked ones over short
+            // buffers are not built from untrusted bytes.
+            if let Ok(s) = SendSlot::new_checked(&b[..]) {
+                let _ = (s.wr_id(), s.opcode(), s.ud_gid(), s.ud_flow_label());
+                prop_assert_eq!(s.sges().count(), usize::from(s.num_sge()));
+                prop_assert_eq!(s.inline_data().len(), usize::from(s.inline_len()));
+            }
+            if let Ok(r) = RecvSlot::new_checked(&b[..]) {
+                prop_assert_eq!(r.sges().count() as u32, r.num_sge());
+            }
+            if let Ok(c) = Cqe::new_checked(&b[..]) {
+                let _ = (c.wr_id(), c.src_gid(), c.sl(), c.dlid_path_bits());
+            }
+            // The SGE iterator stops at the end of the bytes, whatever the
+            // count says.
+            let s = SendSlot::new_unchecked(&b[..]);
+            if b.len() >= SEND_HDR {
+                prop_assert!(s.sges().count() <= (b.len() - SEND_HDR) / SGE_SIZE);
+            }
         }
     }
 
     #[test]
+    fn short_buffers_are_refused() {
+        let b = [0u8; SEND_HDR - 1];
+        assert_eq!(
+            SendSlot::new_checked(&b[..]).unwrap_err(),
+            SlotError::TooSmall {
+                need: SEND_HDR,
+                have: SEND_HDR - 1
+            }
+        );
+        let mut b = [0u8; 128];
+        SendSlot::new_unchecked(&mut b[..]).set_num_sge(3);
+        assert!(SendSlot::new_checked(&b[..]).is_err(), "3 SGEs in 32 bytes");
+        let mut b = [0u8; 64];
+        RecvSlot::new_unchecked(&mut b[..]).set_num_sge(u32::MAX);
+        assert!(RecvSlot::new_checked(&b[..]).is_err());
+        assert!(Cqe::new_checked(&[0u8; CQE_SIZE - 1][..]).is_err());
+        let mut s = SendSlot::new_unchecked(vec![0u8; SEND_HDR + 16]);
+        assert!(s.set_sges(&[Sge::default(); 2]).is_err());
+        assert!(s.set_inline_data(&[0; 17]).is_err());
+    }
+
+    #[test]
     fn cqe_round_trip() {
-        let c = Cqe {
-            wr_id: 1,
-            status: 5,
-            opcode: 128,
-            vendor_err: 2,
-            byte_len: 40,
-            imm_or_inv: 0xdead,
-            qp_num: 0x11,
-            src_qp: 0x12,
-            wc_flags: 3,
-            pkey_index: 0,
-            slid: 0,
-            sl: 0,
-            dlid_path_bits: 0,
-            src_gid: [7; 16],
-        };
         let mut b = [0u8; CQE_SIZE];
-        c.encode(&mut b).unwrap();
-        assert_eq!(Cqe::decode(&b).unwrap(), c);
+        let mut c = Cqe::new_unchecked(&mut b);
+        c.set_wr_id(1);
+        c.set_status(5);
+        c.set_opcode(128);
+        c.set_vendor_err(2);
+        c.set_byte_len(40);
+        c.set_imm_data(0xdead);
+        c.set_qp_num(0x11);
+        c.set_src_qp(0x12);
+        c.set_wc_flags(3);
+        c.set_src_gid(&[7; 16]);
+        let c = Cqe::new_checked(&b).unwrap();
+        assert_eq!(
+            (c.wr_id(), c.status(), c.opcode(), c.vendor_err()),
+            (1, 5, 128, 2)
+        );
+        assert_eq!(
+            (c.byte_len(), c.imm_data(), c.qp_num(), c.src_qp()),
+            (40, 0xdead, 0x11, 0x12)
+        );
+        assert_eq!(
+            (c.wc_flags(), c.pkey_index(), c.slid(), c.sl()),
+            (3, 0, 0, 0)
+        );
+        assert_eq!((c.dlid_path_bits(), c.src_gid()), (0, [7; 16]));
     }
 
     #[test]
