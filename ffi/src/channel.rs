@@ -25,7 +25,7 @@ use std::ffi::c_int;
 use std::os::fd::AsRawFd;
 use std::sync::{Mutex, MutexGuard};
 
-use provider::client::CompChannel;
+use rxu_client::CompChannel;
 
 use crate::abi::{IbvCompChannel, IbvContext};
 use crate::guard::OpResult;

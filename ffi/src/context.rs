@@ -6,7 +6,7 @@ use std::mem::{offset_of, size_of};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::AtomicU32;
 
-use provider::client::Context;
+use rxu_client::Context;
 
 use crate::abi::{IbvContext, IbvDevice, VerbsContext, VERBS_CONTEXT_SIZE};
 use crate::channel::{self, ChannelMode, Channels};

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use provider::client::event_type as ev;
+use rxu_client::event_type as ev;
 
 use crate::abi::{IbvAsyncEvent, IbvContext, IbvCq};
 use crate::context::state;

@@ -56,7 +56,7 @@ pub fn void_op(op: &str, f: impl FnOnce()) {
 }
 
 /// Maps a client library error to its errno, logging it at info level.
-pub fn client_err(op: &str) -> impl Fn(provider::client::Error) -> c_int + '_ {
+pub fn client_err(op: &str) -> impl Fn(rxu_client::Error) -> c_int + '_ {
     move |e| {
         crate::log_info!("{op}: {e}");
         e.errno()

@@ -1,7 +1,7 @@
 //! The rxu rdma-core provider: the shared object libibverbs loads
 //! (`librxu-rdmav34.so`, provider ABI `IBVERBS_PRIVATE_34`, rdma-core
 //! 39..56) to drive rxu devices through the client library
-//! (`provider::client`). All of the project's `unsafe` that touches C
+//! (`rxu_client`). All of the project's `unsafe` that touches C
 //! lives in this crate.
 //!
 //! - [`abi`]: the C layouts, checked at compile time, against the

@@ -36,7 +36,9 @@ fn built() -> PathBuf {
     let dir = exe.parent().and_then(Path::parent).unwrap().to_owned();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-p", "provider", "-p", "ffi", "--bins", "--lib"]);
+    cmd.args([
+        "build", "-p", "rxud", "-p", "rxu-cli", "-p", "ffi", "--bins", "--lib",
+    ]);
     if dir.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
     }

@@ -13,7 +13,7 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use mp_util::*;
-use provider::client::QpState;
+use rxu_client::QpState;
 
 /// Longest a pair may run.
 const LIMIT: Duration = Duration::from_secs(45);

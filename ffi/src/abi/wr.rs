@@ -6,7 +6,7 @@ use super::objects::IbvAh;
 
 /// `struct ibv_sge` (16): the client library's `Sge` has the same layout
 /// (asserted in `abi::layout`), so C arrays are viewed as `&[Sge]`.
-pub type IbvSge = provider::client::Sge;
+pub type IbvSge = rxu_client::Sge;
 
 /// `struct ibv_data_buf` (16).
 #[repr(C)]

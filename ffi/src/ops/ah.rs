@@ -6,7 +6,7 @@
 use std::ffi::c_int;
 use std::sync::atomic::Ordering;
 
-use provider::client::Ah;
+use rxu_client::Ah;
 
 use crate::abi::{IbvAh, IbvAhAttr, IbvPd};
 use crate::context::state;

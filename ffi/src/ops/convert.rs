@@ -1,6 +1,6 @@
 //! Conversions between the C attribute structs and the client library's.
 
-use provider::client::{AhAttr, QpAttr, QpCap, QpType};
+use rxu_client::{AhAttr, QpAttr, QpCap, QpType};
 
 use crate::abi::{IbvAhAttr, IbvGid, IbvGlobalRoute, IbvQpAttr, IbvQpCap};
 use crate::guard::OpResult;

@@ -4,7 +4,7 @@ use std::cell::UnsafeCell;
 use std::ffi::c_int;
 use std::mem::MaybeUninit;
 
-use provider::client::{CompChannel, Cq, Wc};
+use rxu_client::{CompChannel, Cq, Wc};
 use transport::qp::wc_flags;
 
 use crate::abi::{IbvCompChannel, IbvContext, IbvCq, IbvCqEx, IbvWc};

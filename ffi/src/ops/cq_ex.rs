@@ -5,7 +5,7 @@ use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use provider::client::Wc;
+use rxu_client::Wc;
 use transport::qp::wc_flags;
 
 use crate::abi::consts::{cq_init, wc_ex};

@@ -6,7 +6,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use provider::client::{reg_mr_iova, Mr};
+use rxu_client::{reg_mr_iova, Mr};
 
 use crate::abi::{IbvMr, IbvPd, VerbsMr};
 use crate::guard::{self, client_err};

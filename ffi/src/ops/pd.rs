@@ -1,6 +1,6 @@
 //! Protection domains.
 
-use provider::client::Pd;
+use rxu_client::Pd;
 
 use crate::abi::{IbvContext, IbvPd};
 use crate::context::state;

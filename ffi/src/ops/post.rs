@@ -4,7 +4,7 @@
 
 use std::ffi::c_int;
 
-use provider::client::{wr_flags, RecvWr, SendWr, Sge, UdDest, WrOpcode as Op};
+use rxu_client::{wr_flags, RecvWr, SendWr, Sge, UdDest, WrOpcode as Op};
 
 use crate::abi::{IbvQp, IbvRecvWr, IbvSendWr, IbvSrq};
 use crate::guard::{self, OpResult};
@@ -91,7 +91,7 @@ pub unsafe extern "C" fn post_send(
     let r = guard::int_op("post_send", || {
         // SAFETY: qp is ours.
         let q = unsafe { client_qp(qp)? };
-        let ud = q.qp_type() == provider::client::QpType::Ud;
+        let ud = q.qp_type() == rxu_client::QpType::Ud;
         let mut g = q.lock_sq().map_err(|e| e.errno())?;
         while !cur.is_null() {
             // SAFETY: the application's list of valid WRs.

@@ -5,7 +5,7 @@ use std::ffi::c_int;
 use std::mem::MaybeUninit;
 use std::sync::Mutex;
 
-use provider::client::{qp_attr_mask as mask, Qp, QpInit};
+use rxu_client::{qp_attr_mask as mask, Qp, QpInit};
 
 use crate::abi::consts::{qp_init_attr_mask, send_ops};
 use crate::abi::{

@@ -13,7 +13,7 @@ use std::ffi::{c_int, c_void};
 use std::ops::Range;
 use std::sync::MutexGuard;
 
-use provider::client::{send_flags, SendWr, Sge, UdDest, WrOpcode as Op};
+use rxu_client::{send_flags, SendWr, Sge, UdDest, WrOpcode as Op};
 
 use crate::abi::{IbvAh, IbvDataBuf, IbvQpEx, VerbsQpArea, WrFlushFn};
 use crate::guard::{self, OpResult};

@@ -4,7 +4,7 @@ use std::cell::UnsafeCell;
 use std::ffi::c_int;
 use std::mem::MaybeUninit;
 
-use provider::client::{srq_attr_mask, Srq};
+use rxu_client::{srq_attr_mask, Srq};
 
 use crate::abi::consts::srq_init;
 use crate::abi::{

@@ -17,7 +17,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use provider::client::{Context, DeviceStats, DeviceStatus};
+use rxu_client::{Context, DeviceStats, DeviceStatus};
 
 /// One test at a time: each runs busy processes on a 2-core machine, and
 /// the timing assertions need the CPU.
@@ -46,7 +46,7 @@ pub fn provider_bins() -> &'static Path {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
         cmd.args([
-            "build", "-q", "-p", "provider", "-p", "ffi", "--bins", "--lib",
+            "build", "-q", "-p", "rxud", "-p", "rxu-cli", "-p", "ffi", "--bins", "--lib",
         ]);
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");

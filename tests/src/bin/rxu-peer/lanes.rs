@@ -1,7 +1,7 @@
 //! Several RC QPs ("lanes") of one process on one CQ and one registered
 //! buffer, each connected to the peer's lane of the same index.
 
-use provider::client::*;
+use rxu_client::*;
 
 use crate::ctl::PeerInfo;
 use crate::peer::{e, Res, ALL_ACCESS};

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use provider::client::*;
+use rxu_client::*;
 
 use crate::args::{Args, Workload};
 use crate::ctl::PeerInfo;

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use provider::client::*;
+use rxu_client::*;
 
 use super::{
     first_diff, pattern, Layout, CAS, CTL_CHECK, FADD, KINDS, KIND_NAMES, READ, SEND, WRITE,

@@ -16,7 +16,7 @@
 
 use std::time::{Duration, Instant};
 
-use provider::client::*;
+use rxu_client::*;
 
 use crate::args::{Args, Role};
 use crate::ctl::Ctl;

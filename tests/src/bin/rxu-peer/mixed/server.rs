@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use provider::client::*;
+use rxu_client::*;
 
 use super::{
     count, first_diff, pattern, Layout, CAS, CTL_CHECK, FADD, KINDS, KIND_NAMES, SEND, WRITE,

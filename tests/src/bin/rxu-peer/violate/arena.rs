@@ -3,7 +3,7 @@
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 
-use provider::client::*;
+use rxu_client::*;
 
 use super::{expected_arena, guard_byte, Target, ARENA, FIRST_LOCAL, PAGE, TARGETS};
 use crate::lanes::Lanes;

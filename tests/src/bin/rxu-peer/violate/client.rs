@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use provider::client::*;
+use rxu_client::*;
 
 use super::*;
 use crate::args::Args;

@@ -1,0 +1,239 @@
+//! Unix seqpacket plumbing: connecting to the daemon, socket pairs for
+//! event channels, and reading fixed-size event records.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A connected `SOCK_SEQPACKET` socket to the Unix socket at `path`.
+pub fn connect_seqpacket(path: &Path) -> io::Result<OwnedFd> {
+    // SAFETY: sockaddr_un is plain data; all-zero is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "socket path too long",
+        ));
+    }
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: socket takes integer arguments and returns a new fd or -1.
+    let raw = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: socket just returned this descriptor; nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    loop {
+        // SAFETY: addr is a valid sockaddr_un of `len` bytes on our stack.
+        let r = unsafe {
+            libc::connect(
+                fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_un).cast(),
+                len,
+            )
+        };
+        if r == 0 {
+            return Ok(fd);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// shutdown(SHUT_WR): readers of the peer end get EOF once drained.
+pub fn shutdown_write(fd: std::os::fd::RawFd) {
+    // SAFETY: shutdown on an fd we own; errors (ENOTCONN) are harmless.
+    unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+}
+
+/// A `SOCK_SEQPACKET` socket pair, both ends blocking and close-on-exec.
+pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut sv = [0; 2];
+    // SAFETY: sv is a valid 2-element array for socketpair to fill.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            sv.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: socketpair succeeded, so both fds are fresh and ours.
+    unsafe { Ok((OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1]))) }
+}
+
+/// Waits until `fd` is readable or `timeout` passes (None: forever).
+/// Returns whether it is readable (or hung up: the read will say so).
+pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result<bool> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        let ms = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32
+            }
+        };
+        let mut pfd = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd on our stack, count 1.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n > 0 {
+            return Ok(true);
+        }
+        if n == 0 {
+            return Ok(false);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Outcome of reading one record.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Record<const N: usize> {
+    Got([u8; N]),
+    /// Non-blocking read found nothing.
+    Empty,
+    /// The writer is gone.
+    Closed,
+}
+
+/// Reads one datagram of exactly `N` bytes. A datagram of another size is
+/// an error (it was consumed). `flags` may add `MSG_DONTWAIT`.
+pub fn recv_record<const N: usize>(fd: BorrowedFd<'_>, flags: i32) -> io::Result<Record<N>> {
+    let mut buf = [0u8; N];
+    loop {
+        // SAFETY: buf is a live N-byte buffer; MSG_TRUNC makes the kernel
+        // report the datagram's real length without writing past N bytes.
+        let n = unsafe {
+            libc::recv(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                N,
+                flags | libc::MSG_TRUNC,
+            )
+        };
+        if n >= 0 {
+            return match n as usize {
+                0 => Ok(Record::Closed),
+                len if len == N => Ok(Record::Got(buf)),
+                len => Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("event record of {len} bytes, expected {N}"),
+                )),
+            };
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return Ok(Record::Empty),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Sends one datagram without blocking or raising SIGPIPE.
+pub fn send_record(fd: BorrowedFd<'_>, data: &[u8]) -> io::Result<()> {
+    loop {
+        // SAFETY: data is a live buffer of data.len() bytes.
+        let n = unsafe {
+            libc::send(
+                fd.as_raw_fd(),
+                data.as_ptr().cast(),
+                data.len(),
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
+        if n >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Reads one `N`-byte record, blocking up to `timeout` (None: forever).
+/// `Ok(None)`: the timeout passed.
+pub fn read_record_timeout<const N: usize>(
+    fd: BorrowedFd<'_>,
+    timeout: Option<Duration>,
+) -> io::Result<Option<[u8; N]>> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if !wait_readable(fd, left)? {
+            return Ok(None);
+        }
+        // Non-blocking: another reader may have taken the record between
+        // poll and recv.
+        match recv_record::<N>(fd, libc::MSG_DONTWAIT)? {
+            Record::Got(b) => return Ok(Some(b)),
+            Record::Closed => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "event socket closed",
+                ))
+            }
+            Record::Empty => {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Ok(None);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn records_and_sizes() {
+        let (r, w) = seqpacket_pair().unwrap();
+        assert_eq!(
+            recv_record::<8>(r.as_fd(), libc::MSG_DONTWAIT).unwrap(),
+            Record::Empty
+        );
+        send_record(w.as_fd(), &7u64.to_ne_bytes()).unwrap();
+        send_record(w.as_fd(), &[1u8; 12]).unwrap();
+        assert_eq!(
+            read_record_timeout::<8>(r.as_fd(), Some(Duration::from_secs(5))).unwrap(),
+            Some(7u64.to_ne_bytes())
+        );
+        assert!(recv_record::<8>(r.as_fd(), 0).is_err(), "12-byte record");
+        assert_eq!(
+            read_record_timeout::<8>(r.as_fd(), Some(Duration::from_millis(5))).unwrap(),
+            None
+        );
+        drop(w);
+        assert!(read_record_timeout::<8>(r.as_fd(), None).is_err());
+    }
+
+    #[test]
+    fn connect_to_nothing_fails() {
+        let dir = std::env::temp_dir().join(format!("rxu-sock-test-{}", std::process::id()));
+        let e = connect_seqpacket(&dir.join("none.sock")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+    }
+}

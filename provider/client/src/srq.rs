@@ -1,0 +1,191 @@
+//! Shared receive queues: a ring this process produces, the daemon consumes.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::context::{take_fd, unexpected, Context};
+use super::error::{Error, PostError, Result};
+use super::pd::Pd;
+use super::queue::{post_recvs, RecvQueue, RqGuard};
+use super::wr::RecvWr;
+use rxu_abi::proto::{Request, Response};
+use rxu_abi::ring::Ring;
+
+/// `ibv_srq_attr_mask` bits for [`Srq::modify`].
+pub use transport::verbs::srq_attr_mask;
+
+/// SRQ attributes, as `struct ibv_srq_attr`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SrqAttr {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+
+/// A shared receive queue. Clones share it; QPs using it hold a clone.
+#[derive(Clone)]
+pub struct Srq {
+    inner: Arc<SrqInner>,
+}
+
+struct SrqInner {
+    pd: Pd,
+    handle: u32,
+    user_handle: u64,
+    attr: SrqAttr,
+    rq: Mutex<RecvQueue>,
+    live: AtomicBool,
+}
+
+impl Srq {
+    /// Creates an SRQ; `user_handle` comes back in its async events
+    /// (SRQ_LIMIT_REACHED once fewer than `srq_limit` WRs remain, if non-zero).
+    pub fn create(
+        pd: &Pd,
+        max_wr: u32,
+        max_sge: u32,
+        srq_limit: u32,
+        user_handle: u64,
+    ) -> Result<Srq> {
+        let ctx = pd.context();
+        ctx.doorbell()?;
+        let req = Request::CreateSrq {
+            pd: pd.handle(),
+            max_wr,
+            max_sge,
+            srq_limit,
+            user_handle,
+        };
+        let (resp, mut fds) = ctx.call(&req, &[])?;
+        let Response::Srq {
+            srq,
+            max_wr,
+            max_sge,
+            srq_limit,
+        } = resp
+        else {
+            return Err(unexpected("Srq", &resp));
+        };
+        let attached = take_fd(&mut fds, "SRQ ring")
+            .and_then(|fd| Ok(Ring::attach(fd)?))
+            .and_then(|ring| RecvQueue::new(ring.into_producer(), max_sge))
+            .map(RecvQueue::untracked);
+        let rq = match attached {
+            Ok(rq) => rq,
+            Err(e) => {
+                let _ = ctx.call_ok(&Request::DestroySrq { srq });
+                return Err(e);
+            }
+        };
+        Ok(Srq {
+            inner: Arc::new(SrqInner {
+                pd: pd.clone(),
+                handle: srq,
+                user_handle,
+                attr: SrqAttr {
+                    max_wr,
+                    max_sge,
+                    srq_limit,
+                },
+                rq: Mutex::new(rq),
+                live: AtomicBool::new(true),
+            }),
+        })
+    }
+
+    pub fn handle(&self) -> u32 {
+        self.inner.handle
+    }
+
+    pub fn user_handle(&self) -> u64 {
+        self.inner.user_handle
+    }
+
+    pub fn pd(&self) -> &Pd {
+        &self.inner.pd
+    }
+
+    /// The attributes granted at creation.
+    pub fn attr(&self) -> SrqAttr {
+        self.inner.attr
+    }
+
+    fn ctx(&self) -> &Context {
+        self.inner.pd.context()
+    }
+
+    /// `ibv_modify_srq`: `mask` of [`srq_attr_mask`] bits. Arming the limit
+    /// (LIMIT) is what SRQ_LIMIT_REACHED events need.
+    pub fn modify(&self, mask: u32, max_wr: u32, srq_limit: u32) -> Result<()> {
+        self.ctx().call_ok(&Request::ModifySrq {
+            srq: self.inner.handle,
+            mask,
+            max_wr,
+            srq_limit,
+        })
+    }
+
+    /// `ibv_query_srq`: the daemon's current view.
+    pub fn query(&self) -> Result<SrqAttr> {
+        match self
+            .ctx()
+            .call(
+                &Request::QuerySrq {
+                    srq: self.inner.handle,
+                },
+                &[],
+            )?
+            .0
+        {
+            Response::Srq {
+                max_wr,
+                max_sge,
+                srq_limit,
+                ..
+            } => Ok(SrqAttr {
+                max_wr,
+                max_sge,
+                srq_limit,
+            }),
+            other => Err(unexpected("Srq", &other)),
+        }
+    }
+
+    /// Locks the ring for a batch of posts.
+    pub fn lock(&self) -> Result<RqGuard<'_>> {
+        Ok(RqGuard::new(&self.inner.rq, self.ctx().doorbell()?, true))
+    }
+
+    /// `ibv_post_srq_recv`.
+    pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<(), PostError> {
+        let g = self.lock().map_err(|error| PostError { index: 0, error })?;
+        post_recvs(g, wrs)
+    }
+
+    /// Destroys now, reporting errors (EBUSY while a QP uses it); on
+    /// failure the SRQ is handed back.
+    pub fn destroy(self) -> Result<(), (Srq, Error)> {
+        match self.inner.destroy() {
+            Ok(()) => Ok(()),
+            Err(e) => Err((self, e)),
+        }
+    }
+}
+
+impl SrqInner {
+    fn destroy(&self) -> Result<()> {
+        self.pd
+            .context()
+            .call_ok(&Request::DestroySrq { srq: self.handle })?;
+        self.live.store(false, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+impl Drop for SrqInner {
+    fn drop(&mut self) {
+        if self.live.load(Ordering::Relaxed) {
+            let _ = self.destroy();
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! `rxud`: the rxu soft NIC daemon (one per device). Normally started by
+//! `rxu up`, which redirects its stderr to `<runtime dir>/<name>.log`.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use rxud::daemon::{self, port::NodeLoc, Config};
+
+#[derive(Parser)]
+#[command(
+    name = "rxud",
+    version,
+    about = "rxu soft RDMA NIC daemon (RoCEv2 over UDP)"
+)]
+struct Args {
+    /// Device (ibdev) name, e.g. rxu0.
+    #[arg(long)]
+    name: String,
+    /// Local IP address the device uses (its GID).
+    #[arg(long)]
+    addr: IpAddr,
+    /// Network device the address lives on (found from the address if omitted).
+    #[arg(long)]
+    netdev: Option<String>,
+    /// Serve every address of the netdev (IPv4 and IPv6, following adds
+    /// and removes) instead of --addr alone; --addr is then the first
+    /// IPv4 address (GID 0).
+    #[arg(long, requires = "netdev")]
+    all_addrs: bool,
+    /// UDP port (RoCEv2 uses 4791; another port only talks to rxu peers using it too).
+    #[arg(long, default_value_t = 4791)]
+    port: u16,
+    /// Netdev MTU the port MTU is derived from (read from sysfs if omitted).
+    #[arg(long)]
+    mtu: Option<u32>,
+    /// Longest idle spin in microseconds before the daemon sleeps.
+    #[arg(long, default_value_t = 50)]
+    spin_us: u64,
+    /// The device tree's root (SYSFS_PATH) to keep port state and GIDs
+    /// current in; needs --uverbs.
+    #[arg(long, requires = "uverbs")]
+    sysfs: Option<PathBuf>,
+    /// N of the device's uverbsN in that tree.
+    #[arg(long, requires = "sysfs")]
+    uverbs: Option<u32>,
+}
+
+fn main() -> ExitCode {
+    let a = Args::parse();
+    let mut cfg = Config::new(&a.name, a.addr);
+    cfg.netdev = a.netdev;
+    cfg.port = a.port;
+    cfg.all_addrs = a.all_addrs;
+    cfg.mtu = a.mtu;
+    cfg.max_spin = Duration::from_micros(a.spin_us);
+    cfg.node = a
+        .sysfs
+        .zip(a.uverbs)
+        .map(|(sysfs, uverbs)| NodeLoc { sysfs, uverbs });
+    match daemon::run(cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            daemon::log::write(daemon::log::Level::Error, format_args!("{e}"));
+            eprintln!("rxud: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,539 @@
+//! The fast path between the rings and the engine: take posted WQEs from
+//! SQ / RQ / SRQ rings (checked slot by slot), hand completions to the CQ
+//! rings, deliver async events, and the rings' sleep protocol.
+//!
+//! Back-pressure instead of loss: a WQE stays in its ring while the
+//! engine's queue for it is full or the CQ its completion would go to
+//! has a backlog; the client then finds its ring full and gets ENOMEM
+//! from post, as with a full hardware queue.
+
+use transport::engine::{Engine, EngineError};
+use transport::qp::{QpError, QpEvent, QpState, WcOpcode, WcStatus};
+
+use crate::mem::DeviceMemory;
+use rxu_abi::proto::abi::{Cqe, CqeBytes, CQE_SIZE};
+use rxu_abi::ring::{Consumer, RingError};
+
+use super::cq::{deliver_cq, push_own};
+use super::device::Device;
+use super::log::{debug, warning};
+use super::session::{event, Cq, Qp, Session, Srq};
+use super::wqe::{self, BadWqe, SqLimits};
+
+/// WQEs taken from one ring per pass (fairness between queues).
+const BUDGET: usize = 64;
+
+/// A WQE that will not run: its error completion and what follows.
+struct Bad {
+    qpn: u32,
+    cq: u32,
+    cqe: CqeBytes,
+    /// Move the QP to ERR (a malformed WQE is fatal to its QP, as on an
+    /// HCA); false for a post to a QP in RESET, which only fails itself.
+    fatal: bool,
+}
+
+fn error_cqe(qpn: u32, b: &BadWqe) -> CqeBytes {
+    let mut e = Cqe::new_unchecked([0u8; CQE_SIZE]);
+    e.set_wr_id(b.wr_id);
+    e.set_status(WcStatus::LocQpOpErr as u32);
+    e.set_opcode(b.opcode as u32);
+    e.set_qp_num(qpn);
+    e.into_inner()
+}
+
+fn cq_clear(cqs: &std::collections::BTreeMap<u32, Cq>, h: u32) -> bool {
+    cqs.get(&h).is_some_and(|c| c.backlog.is_empty())
+}
+
+/// The SQ may not be read now (its WQE could not be accepted).
+fn sq_blocked(
+    e: &Engine<DeviceMemory>,
+    qp: &Qp,
+    cqs: &std::collections::BTreeMap<u32, Cq>,
+) -> bool {
+    qp.broken
+        || !cq_clear(cqs, qp.send_cq)
+        || e.qp(qp.qpn).is_none_or(|q| {
+            q.state() != QpState::Err && q.send_queue_len() >= qp.cap.max_send_wr as usize
+        })
+}
+
+fn rq_blocked(
+    e: &Engine<DeviceMemory>,
+    qp: &Qp,
+    cqs: &std::collections::BTreeMap<u32, Cq>,
+) -> bool {
+    qp.broken
+        || !cq_clear(cqs, qp.recv_cq)
+        || e.qp(qp.qpn).is_none_or(|q| {
+            q.state() != QpState::Err && q.recv_queue_len() >= qp.cap.max_recv_wr as usize
+        })
+}
+
+fn srq_blocked(e: &Engine<DeviceMemory>, srq: &Srq) -> bool {
+    srq.broken || e.srq_len(srq.id).is_none_or(|n| n >= srq.max_wr as usize)
+}
+
+/// Copies the next slot into `buf` and consumes it; None when empty.
+fn take(ring: &mut Consumer, buf: &mut [u8]) -> Result<Option<usize>, RingError> {
+    let Some(slot) = ring.peek()? else {
+        return Ok(None);
+    };
+    let len = slot.len().min(buf.len());
+    slot.read(0, &mut buf[..len])?;
+    slot.release();
+    Ok(Some(len))
+}
+
+fn consume_sq(
+    e: &mut Engine<DeviceMemory>,
+    qp: &mut Qp,
+    cqs: &std::collections::BTreeMap<u32, Cq>,
+    (ipv6, dual): (bool, bool),
+    buf: &mut [u8],
+    bad: &mut Vec<Bad>,
+) -> Result<usize, RingError> {
+    let lim = SqLimits {
+        qp_type: qp.qp_type,
+        max_sge: qp.cap.max_send_sge,
+        max_inline: qp.cap.max_inline_data,
+        qkey: qp.attr.qkey,
+        ipv6,
+        dual,
+    };
+    let mut n = 0;
+    while n < BUDGET && !sq_blocked(e, qp, cqs) {
+        let Some(len) = take(&mut qp.sq, buf)? else {
+            break;
+        };
+        n += 1;
+        let w = match wqe::send_wqe(&buf[..len], &lim) {
+            Ok(w) => w,
+            Err(b) => {
+                debug!("QP {:#x}: bad send WQE {:#x}: {}", qp.qpn, b.wr_id, b.why);
+                bad.push(Bad {
+                    qpn: qp.qpn,
+                    cq: qp.send_cq,
+                    cqe: error_cqe(qp.qpn, &b),
+                    fatal: true,
+                });
+                // The rest waits until the QP is in ERR (then they flush).
+                break;
+            }
+        };
+        let b = BadWqe {
+            wr_id: w.wr_id,
+            opcode: w.op.wr_opcode().wc_opcode(),
+            why: "",
+        };
+        match e.post_send(qp.qpn, w) {
+            Ok(()) => {}
+            Err(err) => {
+                let in_reset =
+                    matches!(err, EngineError::Qp(QpError::InvalidState(QpState::Reset)));
+                debug!("QP {:#x}: send WQE {:#x} refused: {err}", qp.qpn, b.wr_id);
+                bad.push(Bad {
+                    qpn: qp.qpn,
+                    cq: qp.send_cq,
+                    cqe: error_cqe(qp.qpn, &b),
+                    fatal: !in_reset,
+                });
+                if !in_reset {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(n)
+}
+
+fn consume_rq(
+    e: &mut Engine<DeviceMemory>,
+    qp: &mut Qp,
+    cqs: &std::collections::BTreeMap<u32, Cq>,
+    buf: &mut [u8],
+    bad: &mut Vec<Bad>,
+) -> Result<usize, RingError> {
+    let mut n = 0;
+    while n < BUDGET && !rq_blocked(e, qp, cqs) {
+        let Some(rq) = qp.rq.as_mut() else {
+            break;
+        };
+        let Some(len) = take(rq, buf)? else {
+            break;
+        };
+        n += 1;
+        let (in_reset, wr_id) = match wqe::recv_wqe(&buf[..len], qp.cap.max_recv_sge) {
+            Ok(w) => {
+                let wr_id = w.wr_id;
+                match e.post_recv(qp.qpn, w) {
+                    Ok(()) => continue,
+                    Err(err) => (
+                        matches!(err, EngineError::Qp(QpError::InvalidState(QpState::Reset))),
+                        wr_id,
+                    ),
+                }
+            }
+            Err(b) => {
+                debug!(
+                    "QP {:#x}: bad receive WQE {:#x}: {}",
+                    qp.qpn, b.wr_id, b.why
+                );
+                (false, b.wr_id)
+            }
+        };
+        bad.push(Bad {
+            qpn: qp.qpn,
+            cq: qp.recv_cq,
+            cqe: error_cqe(
+                qp.qpn,
+                &BadWqe {
+                    wr_id,
+                    opcode: WcOpcode::Recv,
+                    why: "",
+                },
+            ),
+            fatal: !in_reset,
+        });
+        if !in_reset {
+            break;
+        }
+    }
+    Ok(n)
+}
+
+/// Returns (taken, bad WQEs dropped).
+fn consume_srq(
+    e: &mut Engine<DeviceMemory>,
+    srq: &mut Srq,
+    buf: &mut [u8],
+) -> Result<(usize, usize), RingError> {
+    let (mut n, mut bad) = (0, 0);
+    while n < BUDGET && !srq_blocked(e, srq) {
+        let Some(len) = take(&mut srq.ring, buf)? else {
+            break;
+        };
+        n += 1;
+        // An SRQ WQE belongs to no QP yet: a bad one has no CQ to complete
+        // on. It is dropped and reported with IBV_EVENT_SRQ_ERR.
+        match wqe::recv_wqe(&buf[..len], srq.max_sge) {
+            Ok(w) => {
+                if e.post_srq_recv(srq.id, w).is_err() {
+                    bad += 1;
+                }
+            }
+            Err(_) => bad += 1,
+        }
+    }
+    Ok((n, bad))
+}
+
+/// Posts to the engine every well-formed receive WQE waiting in a receive
+/// ring (RQ or SRQ), up to the queue's depth; returns how many. Called
+/// between a receive system call and the dispatch of what it brought, so
+/// a receive posted before a packet arrived is always there for it
+/// however late the loop got to the ring (a UD or UC message that finds
+/// no receive is dropped). A slot that does not parse, or that the
+/// engine refuses, stays in its ring for [`Device::consume`], which
+/// turns it into an error completion.
+fn refill_receives(
+    e: &mut Engine<DeviceMemory>,
+    sessions: &mut std::collections::BTreeMap<u32, Session>,
+    buf: &mut [u8],
+) -> usize {
+    let mut n = 0;
+    for s in sessions.values_mut() {
+        let Session { qps, cqs, srqs, .. } = s;
+        for qp in qps.values_mut() {
+            while !rq_blocked(e, qp, cqs) {
+                let Some(rq) = qp.rq.as_mut() else {
+                    break;
+                };
+                if !post_one(rq, buf, qp.cap.max_recv_sge, |w| e.post_recv(qp.qpn, w)) {
+                    break;
+                }
+                n += 1;
+            }
+        }
+        for srq in srqs.values_mut() {
+            while !srq_blocked(e, srq) {
+                if !post_one(&mut srq.ring, buf, srq.max_sge, |w| {
+                    e.post_srq_recv(srq.id, w)
+                }) {
+                    break;
+                }
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// Parses the next slot of a receive ring and posts it; releases the slot
+/// only if that worked. False: empty, unusable or refused (left in place).
+fn post_one(
+    ring: &mut Consumer,
+    buf: &mut [u8],
+    max_sge: u32,
+    post: impl FnOnce(transport::qp::RecvWqe) -> Result<(), EngineError>,
+) -> bool {
+    let Ok(Some(slot)) = ring.peek() else {
+        return false;
+    };
+    let len = slot.len().min(buf.len());
+    if slot.read(0, &mut buf[..len]).is_err() {
+        return false;
+    }
+    let Ok(w) = wqe::recv_wqe(&buf[..len], max_sge) else {
+        return false;
+    };
+    if post(w).is_err() {
+        return false;
+    }
+    slot.release();
+    true
+}
+
+impl Device {
+    /// One turn of the engine (packets in and out, timers), with the
+    /// receive rings drained into it before each received batch is
+    /// dispatched.
+    pub fn run_engine(
+        &mut self,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<transport::engine::RunReport, EngineError> {
+        let Device {
+            engine,
+            sessions,
+            slot_buf,
+            counters,
+            ..
+        } = self;
+        engine.run_once_with(timeout, &mut |e| {
+            counters.wqes_posted += refill_receives(e, sessions, slot_buf) as u64;
+        })
+    }
+
+    /// Takes posted work from every client's rings; returns WQEs taken.
+    pub fn consume(&mut self) -> usize {
+        let mut taken = 0;
+        let mut from = 0;
+        // Walks the session ids in order without collecting them (this
+        // runs on every turn of the loop); bounded by the session count.
+        for _ in 0..self.sessions.len() {
+            let Some(&id) = self.sessions.range(from..).next().map(|(id, _)| id) else {
+                break;
+            };
+            taken += self.consume_session(id);
+            from = id.saturating_add(1);
+            if id == u32::MAX {
+                break;
+            }
+        }
+        taken
+    }
+
+    /// Takes posted work from one client's rings.
+    pub(super) fn consume_session(&mut self, id: u32) -> usize {
+        let fam = (
+            self.engine.local_addr().is_ipv6(),
+            self.engine.as_raw_fd_v6().is_some(),
+        );
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return 0;
+        };
+        let e = &mut self.engine;
+        let buf = &mut self.slot_buf;
+        let mut bad = Vec::new();
+        let mut broken = Vec::new();
+        let mut srq_errs = Vec::new();
+        let mut taken = 0;
+        let Session { qps, cqs, srqs, .. } = s;
+        for qp in qps.values_mut() {
+            let r = consume_sq(e, qp, cqs, fam, buf, &mut bad)
+                .and_then(|a| Ok(a + consume_rq(e, qp, cqs, buf, &mut bad)?));
+            match r {
+                Ok(n) => taken += n,
+                Err(err) => {
+                    warning!(
+                        "client {id}: QP {:#x}: ring unusable ({err}); QP to error",
+                        qp.qpn
+                    );
+                    qp.broken = true;
+                    broken.push((qp.qpn, qp.user_handle));
+                }
+            }
+        }
+        for srq in srqs.values_mut() {
+            match consume_srq(e, srq, buf) {
+                Ok((n, nbad)) => {
+                    taken += n;
+                    if nbad > 0 {
+                        self.counters.bad_wqes += nbad as u64;
+                        srq_errs.push(srq.user_handle);
+                    }
+                }
+                Err(err) => {
+                    warning!("client {id}: SRQ ring unusable ({err})");
+                    srq.broken = true;
+                    srq_errs.push(srq.user_handle);
+                }
+            }
+        }
+        self.counters.wqes_posted += taken as u64;
+        self.counters.bad_wqes += bad.len() as u64;
+        let mut comps = std::mem::take(&mut self.comps);
+        for b in bad {
+            if let Some(cq) = s.cqs.get_mut(&b.cq) {
+                // Completions the engine already made for this CQ go first.
+                deliver_cq(&mut self.engine, cq, &mut comps, &mut self.counters);
+                push_own(cq, b.cqe, &mut self.counters);
+            }
+            if b.fatal {
+                let _ = self.engine.modify_qp(b.qpn, &to_error());
+            }
+        }
+        self.comps = comps;
+        for (qpn, uh) in broken {
+            let _ = self.engine.modify_qp(qpn, &to_error());
+            self.counters.async_events += 1;
+            s.send_event(uh, event::QP_FATAL);
+        }
+        for uh in srq_errs {
+            self.counters.async_events += 1;
+            s.send_event(uh, event::SRQ_ERR);
+        }
+        taken
+    }
+
+    /// Moves completions to CQ rings, delivers async events and SRQ
+    /// limit events; returns how many things happened.
+    pub fn deliver(&mut self) -> usize {
+        self.deliver_cqs() + self.deliver_events() + self.check_srq_limits()
+    }
+
+    fn deliver_events(&mut self) -> usize {
+        let mut n = 0;
+        while let Some((qpn, ev)) = self.engine.poll_event() {
+            n += 1;
+            let t = match ev {
+                QpEvent::Fatal => event::QP_FATAL,
+                QpEvent::LastWqeReached => event::QP_LAST_WQE_REACHED,
+                QpEvent::CommEstablished => event::COMM_EST,
+            };
+            // Events of a QP destroyed meanwhile have no one to go to.
+            let Some(s) = self
+                .qp_owner
+                .get(&qpn)
+                .and_then(|o| self.sessions.get_mut(o))
+            else {
+                continue;
+            };
+            let Some(uh) = s.qps.get(&qpn).map(|q| q.user_handle) else {
+                continue;
+            };
+            self.counters.async_events += 1;
+            if !s.send_event(uh, t) {
+                self.counters.async_events_dropped += 1;
+            }
+        }
+        n
+    }
+
+    /// IBV_EVENT_SRQ_LIMIT_REACHED when an armed SRQ holds fewer WQEs
+    /// than its limit (counting those still in its ring); disarms it.
+    fn check_srq_limits(&mut self) -> usize {
+        let mut n = 0;
+        for s in self.sessions.values_mut() {
+            let mut fire = Vec::new();
+            for srq in s.srqs.values_mut() {
+                if srq.limit == 0 {
+                    continue;
+                }
+                let posted =
+                    self.engine.srq_len(srq.id).unwrap_or(0) + srq.ring.len().unwrap_or(0) as usize;
+                if posted < srq.limit as usize {
+                    srq.limit = 0;
+                    fire.push(srq.user_handle);
+                }
+            }
+            for uh in fire {
+                n += 1;
+                self.counters.async_events += 1;
+                if !s.send_event(uh, event::SRQ_LIMIT_REACHED) {
+                    self.counters.async_events_dropped += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Raises the consumer-sleeping flag on every ring the daemon would
+    /// read now. False (and every flag lowered again) if one of them is
+    /// not empty. Rings that are blocked are left alone: what unblocks
+    /// them (engine progress, a client polling its CQ) is waited for
+    /// otherwise.
+    pub fn prepare_sleep(&mut self) -> bool {
+        let mut ok = true;
+        'all: for s in self.sessions.values() {
+            for qp in s.qps.values() {
+                if !sq_blocked(&self.engine, qp, &s.cqs)
+                    && !matches!(qp.sq.prepare_sleep(), Ok(true))
+                {
+                    ok = false;
+                    break 'all;
+                }
+                if let Some(rq) = &qp.rq {
+                    if !rq_blocked(&self.engine, qp, &s.cqs)
+                        && !matches!(rq.prepare_sleep(), Ok(true))
+                    {
+                        ok = false;
+                        break 'all;
+                    }
+                }
+            }
+            for srq in s.srqs.values() {
+                if !srq_blocked(&self.engine, srq) && !matches!(srq.ring.prepare_sleep(), Ok(true))
+                {
+                    ok = false;
+                    break 'all;
+                }
+            }
+        }
+        if !ok {
+            self.end_sleep();
+        }
+        ok
+    }
+
+    /// Lowers every consumer-sleeping flag (producers stop ringing).
+    pub fn end_sleep(&self) {
+        for s in self.sessions.values() {
+            for qp in s.qps.values() {
+                qp.sq.end_sleep();
+                if let Some(rq) = &qp.rq {
+                    rq.end_sleep();
+                }
+            }
+            for srq in s.srqs.values() {
+                srq.ring.end_sleep();
+            }
+        }
+    }
+
+    /// Some CQ has a backlog that only the client's polling can drain:
+    /// the loop must look again soon even without any wake-up.
+    pub fn has_backlog(&self) -> bool {
+        self.sessions
+            .values()
+            .any(|s| s.cqs.values().any(|c| !c.backlog.is_empty()))
+    }
+}
+
+fn to_error() -> transport::qp::QpAttr {
+    transport::qp::QpAttr {
+        state: Some(QpState::Err),
+        ..Default::default()
+    }
+}

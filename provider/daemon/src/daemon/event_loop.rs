@@ -1,0 +1,359 @@
+//! The daemon's one thread: sockets, doorbells and signals in an epoll
+//! set, the rings and the engine polled while there is work.
+//!
+//! ```text
+//! loop
+//!   every FD_POLL_INTERVAL (and after every sleep): epoll_wait(0) ->
+//!       accept clients, read control requests (non-blocking), drain
+//!       doorbells, note signals
+//!   take WQEs from the rings      (Device::consume)
+//!   engine.run_once(ZERO)         (packets in and out, timers)
+//!   completions -> CQ rings, events -> async sockets (Device::deliver)
+//!   if nothing happened: spin (adaptive, at most max_spin), then
+//!       raise the rings' sleeping flags, re-check, and block in ppoll
+//!       on {epoll fd, engine socket} until the engine's next deadline
+//! ```
+//!
+//! Spin policy (as the engine's own loop): the budget doubles when work
+//! turned up while spinning and halves when the loop had to sleep
+//! anyway, within [MIN_SPIN, max_spin]. The machine's two cores are
+//! shared with the clients, so a long fixed spin only takes the CPU from
+//! the process the daemon is waiting for.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use rxu_abi::proto::{self, fdpass, Request, MAX_MSG};
+
+use super::device::Device;
+use super::log::{debug, info, warning};
+use super::setup::RuntimeFiles;
+use super::sys::{self, Epoll, Ready};
+use super::DaemonError;
+
+const T_LISTEN: u64 = 1 << 40;
+const T_SIGNAL: u64 = (1 << 40) + 1;
+const T_NETLINK: u64 = (1 << 40) + 2;
+const T_CTL: u64 = 1 << 32;
+const T_BELL: u64 = 2 << 32;
+const T_KIND: u64 = !0xFFFF_FFFF;
+
+/// How often a busy loop looks at its sockets.
+const FD_POLL_INTERVAL: Duration = Duration::from_micros(20);
+pub const MIN_SPIN: Duration = Duration::from_micros(2);
+/// A CQ backlog only drains when its client polls, which rings no bell.
+const BACKLOG_POLL: Duration = Duration::from_millis(1);
+/// Control messages read from one client per turn (fairness).
+const MSGS_PER_TURN: usize = 16;
+/// Consecutive engine errors after which the daemon gives up.
+const MAX_ENGINE_ERRORS: u32 = 10_000;
+/// Connections accepted per turn.
+const ACCEPTS_PER_TURN: usize = 32;
+
+pub struct Daemon {
+    pub dev: Device,
+    files: RuntimeFiles,
+    signals: OwnedFd,
+    /// rtnetlink link/address changes (None if it could not be opened).
+    netlink: Option<OwnedFd>,
+    nl_buf: Vec<u8>,
+    epoll: Epoll,
+    conns: HashMap<u32, OwnedFd>,
+    ready: Vec<Ready>,
+    msg: Vec<u8>,
+    max_spin: Duration,
+    spin: Duration,
+    stop: bool,
+    euid: u32,
+}
+
+impl Daemon {
+    pub fn new(
+        dev: Device,
+        files: RuntimeFiles,
+        signals: OwnedFd,
+        max_spin: Duration,
+    ) -> std::io::Result<Daemon> {
+        let epoll = Epoll::new()?;
+        epoll.add(files.listener.as_fd(), T_LISTEN)?;
+        epoll.add(signals.as_fd(), T_SIGNAL)?;
+        let netlink = match super::netlink::open() {
+            Ok(s) => {
+                epoll.add(s.as_fd(), T_NETLINK)?;
+                Some(s)
+            }
+            Err(e) => {
+                warning!("rtnetlink: {e}; the port will not follow its netdev");
+                None
+            }
+        };
+        let max_spin = max_spin.max(MIN_SPIN);
+        Ok(Daemon {
+            dev,
+            files,
+            signals,
+            netlink,
+            nl_buf: vec![0u8; 32 * 1024],
+            epoll,
+            conns: HashMap::new(),
+            ready: Vec::with_capacity(64),
+            msg: vec![0u8; MAX_MSG],
+            max_spin,
+            spin: max_spin.min(Duration::from_micros(20)).max(MIN_SPIN),
+            stop: false,
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            euid: unsafe { libc::geteuid() },
+        })
+    }
+
+    /// Runs until a signal or a Shutdown request; then every client
+    /// gets IBV_EVENT_DEVICE_FATAL.
+    pub fn run(&mut self) -> Result<(), DaemonError> {
+        let io = |what: &str| {
+            let what = what.to_owned();
+            move |source| DaemonError::Io { what, source }
+        };
+        let mut idle_since: Option<Instant> = None;
+        let mut last_fd_poll: Option<Instant> = None;
+        let mut engine_errors = 0u32;
+        while !self.stop {
+            let mut work = 0;
+            let now = Instant::now();
+            if last_fd_poll.is_none_or(|t| now.saturating_duration_since(t) >= FD_POLL_INTERVAL) {
+                last_fd_poll = Some(now);
+                work += self.poll_fds().map_err(io("epoll"))?;
+                if self.stop {
+                    break;
+                }
+            }
+            work += self.dev.consume();
+            match self.dev.run_engine(Some(Duration::ZERO)) {
+                Ok(rep) => {
+                    engine_errors = 0;
+                    if !rep.idle() {
+                        work += 1;
+                    }
+                }
+                // A socket error (ENOMEM, a refused send) is not the end of
+                // the device; a socket that keeps failing is.
+                Err(e) => {
+                    engine_errors += 1;
+                    if engine_errors == 1 {
+                        warning!("engine: {e}");
+                    }
+                    if engine_errors >= MAX_ENGINE_ERRORS {
+                        return Err(e.into());
+                    }
+                }
+            }
+            work += self.dev.deliver();
+            if work > 0 {
+                if idle_since.take().is_some() {
+                    // Work turned up while we spun: spinning pays.
+                    self.spin = (self.spin * 2).min(self.max_spin);
+                }
+                continue;
+            }
+            let now = Instant::now();
+            let since = *idle_since.get_or_insert(now);
+            if now.saturating_duration_since(since) < self.spin {
+                std::hint::spin_loop();
+                continue;
+            }
+            idle_since = None;
+            // Spun for nothing: spin less next time.
+            self.spin = (self.spin / 2).max(MIN_SPIN);
+            self.sleep().map_err(io("sleeping"))?;
+            last_fd_poll = None;
+        }
+        self.dev.fatal_to_all();
+        Ok(())
+    }
+
+    /// Raises the rings' sleeping flags, re-checks them, and blocks until
+    /// a client's doorbell or socket, a packet, a signal or the engine's
+    /// next deadline.
+    fn sleep(&mut self) -> std::io::Result<()> {
+        if !self.dev.prepare_sleep() {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let mut timeout = self
+            .dev
+            .engine
+            .next_deadline()
+            .map(|d| d.saturating_duration_since(now));
+        if self.dev.has_backlog() {
+            timeout = Some(timeout.map_or(BACKLOG_POLL, |t| t.min(BACKLOG_POLL)));
+        }
+        if timeout != Some(Duration::ZERO) {
+            self.dev.counters.sleeps += 1;
+            let want_out = self.dev.engine.has_pending_tx();
+            let mut fds = [
+                (self.epoll.as_raw_fd(), false),
+                (self.dev.engine.as_raw_fd(), want_out),
+                (-1, false),
+            ];
+            let mut n = 2;
+            if let Some(fd) = self.dev.engine.as_raw_fd_v6() {
+                fds[2] = (fd, want_out);
+                n = 3;
+            }
+            transport::engine::sys::wait(&fds[..n], timeout)?;
+        }
+        self.dev.end_sleep();
+        Ok(())
+    }
+
+    /// Handles whatever the epoll set reports now; returns how many.
+    fn poll_fds(&mut self) -> std::io::Result<usize> {
+        self.epoll.poll_now(&mut self.ready)?;
+        let ready = std::mem::take(&mut self.ready);
+        for r in &ready {
+            match r.token {
+                T_LISTEN => self.accept_all(),
+                T_SIGNAL => self.on_signal(),
+                T_NETLINK => self.on_netlink(),
+                t if t & T_KIND == T_CTL => self.on_control(t as u32, r),
+                t if t & T_KIND == T_BELL => {
+                    let id = t as u32;
+                    if let Some(bell) = self.dev.sessions.get(&id).and_then(|s| s.bell.as_ref()) {
+                        let _ = bell.drain();
+                        self.dev.counters.doorbells += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let n = ready.len();
+        self.ready = ready;
+        Ok(n)
+    }
+
+    fn accept_all(&mut self) {
+        for _ in 0..ACCEPTS_PER_TURN {
+            let sock = match sys::accept(self.files.listener.as_fd()) {
+                Ok(Some(s)) => s,
+                Ok(None) => return,
+                Err(e) => {
+                    warning!("accept: {e}");
+                    return;
+                }
+            };
+            let cred = match sys::peer_cred(sock.as_fd()) {
+                Ok(c) => c,
+                Err(e) => {
+                    warning!("SO_PEERCRED: {e}");
+                    continue;
+                }
+            };
+            // The socket is 0600; this is a second line of defence.
+            if cred.uid != self.euid && cred.uid != 0 {
+                warning!("refusing pid {} of uid {}", cred.pid, cred.uid);
+                continue;
+            }
+            let id = self.dev.connect(cred.pid);
+            if let Err(e) = self.epoll.add(sock.as_fd(), T_CTL | u64::from(id)) {
+                warning!("epoll add: {e}");
+                self.dev.disconnect(id);
+                continue;
+            }
+            self.conns.insert(id, sock);
+        }
+    }
+
+    fn on_signal(&mut self) {
+        // Bounded: the signalfd holds at most one entry per signal number.
+        for _ in 0..64 {
+            match sys::read_signal(self.signals.as_fd()) {
+                Ok(Some(sig)) => {
+                    info!("signal {sig}: stopping");
+                    self.stop = true;
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// Link or address changes: re-read the netdev if they concern it.
+    fn on_netlink(&mut self) {
+        let Some(nl) = &self.netlink else {
+            return;
+        };
+        let d = super::netlink::drain(nl.as_fd(), &mut self.nl_buf);
+        let (index, name) = (self.dev.ifindex, self.dev.facts.netdev.as_str());
+        if d.overrun || d.changes.iter().any(|c| c.concerns(index, name)) {
+            self.dev.refresh_port(true);
+        }
+    }
+
+    fn on_control(&mut self, id: u32, r: &Ready) {
+        if !r.readable {
+            if r.hup {
+                self.disconnect(id);
+            }
+            return;
+        }
+        for _ in 0..MSGS_PER_TURN {
+            let Some(sock) = self.conns.get(&id) else {
+                return;
+            };
+            let (n, fds) = match fdpass::recv_msg(sock.as_fd(), &mut self.msg, libc::MSG_DONTWAIT) {
+                Ok((0, _)) => return self.disconnect(id),
+                Ok(m) => m,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    warning!("client {id}: receive failed ({e}); disconnecting");
+                    return self.disconnect(id);
+                }
+            };
+            let req: Request = match proto::decode(&self.msg[..n]) {
+                Ok(r) => r,
+                Err(e) => {
+                    warning!("client {id}: undecodable request ({e}); disconnecting");
+                    return self.disconnect(id);
+                }
+            };
+            debug!("client {id}: {req:?}");
+            let was_ready = self.dev.sessions.get(&id).is_some_and(|s| s.ready);
+            let reply = self.dev.handle(id, req, fds);
+            if !was_ready {
+                if let Some(bell) = self.dev.sessions.get(&id).and_then(|s| s.bell.as_ref()) {
+                    if let Err(e) = self.epoll.add(bell.as_fd(), T_BELL | u64::from(id)) {
+                        warning!("client {id}: epoll add doorbell: {e}");
+                    }
+                }
+            }
+            let sent = proto::encode(&reply.resp)
+                .map_err(|e| std::io::Error::other(e.to_string()))
+                .and_then(|bytes| {
+                    let fds: Vec<_> = reply.fds.iter().map(|f| f.as_fd()).collect();
+                    fdpass::send_msg(sock.as_fd(), &bytes, &fds)
+                });
+            if let Err(e) = sent {
+                // A client that does not read its replies (socket full) or
+                // has gone is dropped: the daemon never blocks on one.
+                warning!("client {id}: reply not sent ({e}); disconnecting");
+                return self.disconnect(id);
+            }
+            if reply.close {
+                return self.disconnect(id);
+            }
+            if self.dev.shutdown {
+                self.stop = true;
+                return;
+            }
+        }
+    }
+
+    fn disconnect(&mut self, id: u32) {
+        if let Some(sock) = self.conns.remove(&id) {
+            self.epoll.remove(sock.as_raw_fd());
+        }
+        if let Some(bell) = self.dev.sessions.get(&id).and_then(|s| s.bell.as_ref()) {
+            self.epoll.remove(bell.as_raw_fd());
+        }
+        self.dev.disconnect(id);
+    }
+}

@@ -1,0 +1,109 @@
+//! `rxud`, the soft NIC daemon: one per device. It owns the UDP engine
+//! bound to the device's address, serves clients on a SOCK_SEQPACKET
+//! control socket ([`rxu_abi::proto`]), moves work requests from their
+//! rings into the engine and completions back, and cleans up after
+//! clients that go away.
+//!
+//! Modules: `setup` (start-up: facts, engine bind errors, runtime
+//! files), `event_loop` (the single-threaded loop and its spin policy),
+//! `device` (the device state), `handle`, `cq`, `srq`, `qp`, `admin` (the
+//! requests), `datapath` (rings <-> engine), `wqe` (slot validation),
+//! `session` (per-client objects), `netlink` and `port` (port 1 follows
+//! its netdev).
+
+pub mod admin;
+pub mod cq;
+pub mod datapath;
+pub mod device;
+pub mod event_loop;
+pub mod handle;
+pub mod log;
+pub mod netlink;
+pub mod port;
+pub mod qp;
+pub mod session;
+pub mod setup;
+pub mod srq;
+pub mod sys;
+pub mod wqe;
+
+#[cfg(test)]
+mod test_spec;
+#[cfg(test)]
+mod tests;
+
+use std::io;
+use std::net::IpAddr;
+
+use transport::engine::EngineError;
+
+pub use device::Device;
+pub use setup::Config;
+
+use log::info;
+
+/// Why the daemon could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("invalid device name {0:?}: 1-63 characters of [A-Za-z0-9_-], not containing \"rxe\"")]
+    InvalidName(String),
+    #[error("address {0} is not assigned to any local interface")]
+    AddrNotLocal(IpAddr),
+    #[error("no network device {0}")]
+    NoNetdev(String),
+    #[error("UDP port {port} on {addr} is already in use: {hint}")]
+    PortInUse {
+        addr: IpAddr,
+        port: u16,
+        hint: &'static str,
+    },
+    #[error("device {name} is already running (pid {pid})")]
+    AlreadyRunning { name: String, pid: String },
+    #[error("engine: {0}")]
+    Engine(#[from] EngineError),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Runs the daemon until SIGTERM / SIGINT / SIGHUP or a Shutdown request.
+pub fn run(cfg: Config) -> Result<(), DaemonError> {
+    log::init_from_env();
+    setup::check_name(&cfg.name)?;
+    // Before anything exists that a signal would leave behind.
+    let signals = sys::termination_signals().map_err(|source| DaemonError::Io {
+        what: "signalfd".into(),
+        source,
+    })?;
+    sys::raise_nofile_limit();
+    let facts = setup::device_facts(&cfg)?;
+    setup::RuntimeFiles::check_not_running(&cfg.name)?;
+    let mut dev = Device::new(facts.clone(), setup::engine_config(&cfg, &facts.netdev))
+        .map_err(|e| setup::bind_error(&cfg, e))?;
+    dev.node = cfg.node.clone();
+    dev.all_addrs = cfg.all_addrs;
+    // The port by the same rule rtnetlink events are judged by later.
+    dev.refresh_port(false);
+    let files = setup::RuntimeFiles::create(&cfg.name)?;
+    info!(
+        "device {} on {}:{} (netdev {}, MTU {}, port MTU {} bytes)",
+        cfg.name,
+        cfg.addr,
+        cfg.port,
+        dev.facts.netdev,
+        dev.facts.netdev_mtu,
+        dev.port_mtu.bytes()
+    );
+    let mut d = event_loop::Daemon::new(dev, files, signals, cfg.max_spin).map_err(|source| {
+        DaemonError::Io {
+            what: "epoll".into(),
+            source,
+        }
+    })?;
+    d.run()?;
+    info!("stopped");
+    Ok(())
+}

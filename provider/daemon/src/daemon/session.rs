@@ -1,0 +1,159 @@
+//! One client connection and everything it owns.
+//!
+//! Handles are the client's names for its objects: PD handles are the
+//! device-wide PD numbers (so the memory layer's PD check also separates
+//! clients), QP handles are QP numbers, the rest are numbers drawn per
+//! session. Every lookup goes through the session's own tables, so a
+//! client can never name another client's object.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::os::fd::{AsFd, OwnedFd};
+
+use rxu_abi::proto::abi::CqeBytes;
+use rxu_abi::proto::{QpAttr, QpCap, QpType};
+use rxu_abi::ring::{Consumer, Doorbell, Producer};
+
+use super::sys;
+
+/// `enum ibv_event_type` values (the shared vocabulary's).
+pub use transport::verbs::event_type as event;
+
+pub struct Mr {
+    pub pd: u32,
+    pub lkey: u32,
+    pub rkey: u32,
+    pub len: u64,
+}
+
+pub struct Cq {
+    /// Device-wide number: the engine's CQ id.
+    pub id: u32,
+    /// Capacity granted to the client (the ring holds `cqe + 1` or more).
+    pub cqe: u32,
+    pub user_handle: u64,
+    pub ring: Producer,
+    /// Completions waiting for room in the ring, oldest first.
+    pub backlog: VecDeque<CqeBytes>,
+    /// Write end of the completion channel socket.
+    pub channel: Option<OwnedFd>,
+    /// CQ_ERR was raised for the current overrun.
+    pub overrun: bool,
+}
+
+pub struct Srq {
+    /// The engine's SRQ id.
+    pub id: u32,
+    pub pd: u32,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    /// Armed limit (0 = not armed).
+    pub limit: u32,
+    pub user_handle: u64,
+    pub ring: Consumer,
+    /// The ring's indices were corrupt: no longer read.
+    pub broken: bool,
+}
+
+pub struct Qp {
+    pub qpn: u32,
+    pub qp_type: QpType,
+    pub pd: u32,
+    /// CQ and SRQ handles (of this session).
+    pub send_cq: u32,
+    pub recv_cq: u32,
+    pub srq: Option<u32>,
+    pub cap: QpCap,
+    pub sq_sig_all: bool,
+    pub user_handle: u64,
+    pub sq: Consumer,
+    pub rq: Option<Consumer>,
+    /// Attributes as last set by the client, for QueryQp.
+    pub attr: QpAttr,
+    /// A ring index was corrupt: the QP went to ERR and its rings are no
+    /// longer read (until a reset).
+    pub broken: bool,
+}
+
+pub struct Session {
+    pub id: u32,
+    /// From SO_PEERCRED, not from what the client claims.
+    pub pid: u32,
+    pub admin: bool,
+    /// Hello accepted.
+    pub ready: bool,
+    /// Where async events go (16-byte records).
+    pub async_sock: Option<OwnedFd>,
+    pub bell: Option<Doorbell>,
+    pub pds: BTreeSet<u32>,
+    pub mrs: BTreeMap<u32, Mr>,
+    pub cqs: BTreeMap<u32, Cq>,
+    pub srqs: BTreeMap<u32, Srq>,
+    pub qps: BTreeMap<u32, Qp>,
+    next_handle: u32,
+    /// Events that could not be written (socket full or closed).
+    pub events_dropped: u64,
+}
+
+impl Session {
+    pub fn new(id: u32, pid: u32) -> Session {
+        Session {
+            id,
+            pid,
+            admin: false,
+            ready: false,
+            async_sock: None,
+            bell: None,
+            pds: BTreeSet::new(),
+            mrs: BTreeMap::new(),
+            cqs: BTreeMap::new(),
+            srqs: BTreeMap::new(),
+            qps: BTreeMap::new(),
+            next_handle: 1,
+            events_dropped: 0,
+        }
+    }
+
+    /// A fresh handle for an MR, CQ or SRQ (unique within the session).
+    pub fn new_handle(&mut self) -> u32 {
+        let h = self.next_handle;
+        self.next_handle = self.next_handle.wrapping_add(1).max(1);
+        h
+    }
+
+    pub fn pd_in_use(&self, pd: u32) -> bool {
+        self.mrs.values().any(|m| m.pd == pd)
+            || self.srqs.values().any(|s| s.pd == pd)
+            || self.qps.values().any(|q| q.pd == pd)
+    }
+
+    pub fn cq_in_use(&self, cq: u32) -> bool {
+        self.qps
+            .values()
+            .any(|q| q.send_cq == cq || q.recv_cq == cq)
+    }
+
+    pub fn srq_in_use(&self, srq: u32) -> bool {
+        self.qps.values().any(|q| q.srq == Some(srq))
+    }
+
+    /// Writes an async event record `{u64 element, u32 type, u32 0}`
+    /// (native endian, as `struct ib_uverbs_async_event_desc`).
+    pub fn send_event(&mut self, element: u64, event_type: u32) -> bool {
+        let Some(s) = &self.async_sock else {
+            return false;
+        };
+        let rec = event_record(element, event_type);
+        let ok = sys::send_record(s.as_fd(), &rec);
+        if !ok {
+            self.events_dropped += 1;
+        }
+        ok
+    }
+}
+
+pub fn event_record(element: u64, event_type: u32) -> [u8; 16] {
+    let mut rec = [0u8; 16];
+    rec[..8].copy_from_slice(&element.to_ne_bytes());
+    rec[8..12].copy_from_slice(&event_type.to_ne_bytes());
+    rec
+}
