@@ -16,7 +16,7 @@ use rxu_abi::proto::Response;
 use rxu_abi::ring::Ring;
 
 use super::counters::DaemonCounters;
-use super::device::Device;
+use super::device::{drain_engine_cq, Device, EMPTY_COMPLETION};
 use super::objects::Objects;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::{event, Cq};
@@ -333,33 +333,3 @@ impl Device {
         moved
     }
 }
-
-/// Throws away completions the engine still holds for a CQ.
-pub(super) fn drain_engine_cq(
-    engine: &mut Engine<DeviceMemory>,
-    buf: &mut Vec<Completion>,
-    cq: u32,
-) {
-    buf.resize(64, EMPTY_COMPLETION);
-    // Bounded: each round removes up to 64 of a finite queue.
-    for _ in 0..=engine.cq_len(cq) / 64 {
-        if engine.poll_cq_into(cq, buf) == 0 {
-            break;
-        }
-    }
-}
-
-const EMPTY_COMPLETION: Completion = Completion {
-    side: transport::qp::CqSide::Send,
-    wr_id: 0,
-    status: transport::qp::WcStatus::Success,
-    opcode: transport::qp::WcOpcode::Send,
-    qp_num: 0,
-    byte_len: 0,
-    wc_flags: 0,
-    imm: 0,
-    invalidated_rkey: 0,
-    src_qp: 0,
-    src_addr: None,
-    vendor_err: 0,
-};

@@ -15,7 +15,6 @@ use rxu_abi::proto::Response;
 
 use super::admin;
 use super::counters::DaemonCounters;
-use super::cq::drain_engine_cq;
 use super::log::{debug, info};
 use super::objects::Objects;
 use super::port::{Port, PortChange, PortView};
@@ -149,3 +148,33 @@ impl Device {
         admin::stats(&self.objects, &self.engine, &self.port, &self.counters)
     }
 }
+
+/// Throws away completions the engine still holds for a CQ.
+pub(super) fn drain_engine_cq(
+    engine: &mut Engine<DeviceMemory>,
+    buf: &mut Vec<Completion>,
+    cq: u32,
+) {
+    buf.resize(64, EMPTY_COMPLETION);
+    // Bounded: each round removes up to 64 of a finite queue.
+    for _ in 0..=engine.cq_len(cq) / 64 {
+        if engine.poll_cq_into(cq, buf) == 0 {
+            break;
+        }
+    }
+}
+
+pub(super) const EMPTY_COMPLETION: Completion = Completion {
+    side: transport::qp::CqSide::Send,
+    wr_id: 0,
+    status: transport::qp::WcStatus::Success,
+    opcode: transport::qp::WcOpcode::Send,
+    qp_num: 0,
+    byte_len: 0,
+    wc_flags: 0,
+    imm: 0,
+    invalidated_rkey: 0,
+    src_qp: 0,
+    src_addr: None,
+    vendor_err: 0,
+};

@@ -6,10 +6,12 @@
 //!
 //! Modules: `setup` (start-up: facts, engine bind errors, runtime
 //! files), `event_loop` (the single-threaded loop and its spin policy),
-//! `device` (the device state), `handle`, `cq`, `srq`, `qp`, `admin` (the
-//! requests), `datapath` (rings <-> engine), `wqe` (slot validation),
-//! `session` (per-client objects), `netlink` and `port` (port 1 follows
-//! its netdev).
+//! `device` (the device: its parts `objects`, `port`, the engine and
+//! `counters`), `handle` (dispatch) and `cq`, `srq`, `qp`, `admin` (the
+//! requests, each a function of the parts it needs; `reply` is what they
+//! return), `datapath` (rings <-> engine), `wqe` (slot validation),
+//! `session` (per-client objects), `netlink`, `link` and `port` (port 1
+//! follows its netdev).
 
 pub mod admin;
 pub mod counters;
