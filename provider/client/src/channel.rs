@@ -80,7 +80,7 @@ impl CompChannel {
     /// Shuts the channel down for writing: readers get what is queued,
     /// then EOF (the daemon is gone, nothing more will come).
     pub(crate) fn hang_up(&self) {
-        super::watch::shutdown_write(std::os::fd::AsRawFd::as_raw_fd(&self.inner.wr));
+        sock::shutdown_write(std::os::fd::AsRawFd::as_raw_fd(&self.inner.wr));
     }
 
     /// Events read so far.

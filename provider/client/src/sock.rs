@@ -49,6 +49,12 @@ pub fn connect_seqpacket(path: &Path) -> io::Result<OwnedFd> {
     }
 }
 
+/// shutdown(SHUT_WR): readers of the peer end get EOF once drained.
+pub fn shutdown_write(fd: std::os::fd::RawFd) {
+    // SAFETY: shutdown on an fd we own; errors (ENOTCONN) are harmless.
+    unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+}
+
 /// A `SOCK_SEQPACKET` socket pair, both ends blocking and close-on-exec.
 pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut sv = [0; 2];

@@ -74,18 +74,12 @@ impl Health {
         .to_record();
         // EPIPE: the daemon sent it and shut the socket down.
         let _ = sock::send_record(self.async_wr.as_fd(), &rec);
-        shutdown_write(self.async_wr.as_raw_fd());
+        sock::shutdown_write(self.async_wr.as_raw_fd());
         let list = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         for c in list.iter() {
             c.hang_up();
         }
     }
-}
-
-/// shutdown(SHUT_WR): readers of the peer end get EOF once drained.
-pub(crate) fn shutdown_write(fd: RawFd) {
-    // SAFETY: shutdown on an fd we own; errors (ENOTCONN) are harmless.
-    unsafe { libc::shutdown(fd, libc::SHUT_WR) };
 }
 
 /// The thread that waits for the control socket to hang up.
@@ -202,7 +196,7 @@ mod tests {
         }
         .to_record();
         sock::send_record(daemon_wr.as_fd(), &rec).unwrap();
-        shutdown_write(daemon_wr.as_raw_fd());
+        sock::shutdown_write(daemon_wr.as_raw_fd());
         drop((daemon_end, daemon_wr));
         let t = Some(Duration::from_secs(5));
         assert!(sock::read_record_timeout::<16>(async_rd.as_fd(), t)
