@@ -15,6 +15,7 @@ use rxu_abi::proto::DeviceAttr;
 use super::counters::DaemonCounters;
 use super::reply::Refused;
 use super::session::{event, Qp, Session};
+use super::sys;
 
 pub struct Objects {
     /// What `ibv_query_device` reports; its `max_*` are the limits every
@@ -55,11 +56,6 @@ impl Objects {
 
     pub fn allow_own_mem(&self) -> bool {
         self.allow_own_mem
-    }
-
-    #[cfg(test)]
-    pub(super) fn set_allow_own_mem(&mut self, allow: bool) {
-        self.allow_own_mem = allow;
     }
 
     /// A new session for a client that connected; returns its id.
@@ -243,7 +239,7 @@ impl Objects {
             if s.ready && !s.admin && s.async_sock.is_some() {
                 s.send_event(0, event::DEVICE_FATAL);
                 if let Some(sock) = s.async_sock.take() {
-                    super::sys::shutdown_write(sock.as_fd());
+                    sys::shutdown_write(sock.as_fd());
                 }
             }
         }
@@ -265,4 +261,11 @@ fn add_qp_counters(t: &mut QpCounters, c: &QpCounters) {
     t.local_ack_timeout_err += c.local_ack_timeout_err;
     t.dropped_pkts += c.dropped_pkts;
     t.qkey_violations += c.qkey_violations;
+}
+
+#[cfg(test)]
+impl Objects {
+    pub(super) fn set_allow_own_mem(&mut self, allow: bool) {
+        self.allow_own_mem = allow;
+    }
 }
