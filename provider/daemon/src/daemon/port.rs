@@ -208,6 +208,11 @@ impl Port {
         self.mtu
     }
 
+    /// The address the engine is bound to.
+    pub fn served(&self) -> IpAddr {
+        self.served
+    }
+
     pub fn all_addrs(&self) -> bool {
         self.all_addrs
     }

@@ -191,7 +191,7 @@ pub(super) fn modify(
         msg: e.msg,
     })?;
     let next = ta.state.map_or(cur, |s| s as u8);
-    check_port_limits(port, engine, m, a, &ta)?;
+    check_port_limits(port, m, a, &ta)?;
     let src = av_source(port, m, a)?;
     engine.modify_qp(qpn, &ta).map_err(|e| Refused {
         errno: libc::EINVAL,
@@ -220,14 +220,8 @@ pub(super) fn modify(
 }
 
 /// What the verbs rules cannot know: the port's active MTU, its GID table
-/// and the address family the engine serves.
-fn check_port_limits(
-    port: &Port,
-    engine: &Engine<DeviceMemory>,
-    m: u32,
-    a: &QpAttr,
-    ta: &tqp::QpAttr,
-) -> Result<(), Refused> {
+/// and the address family it serves.
+fn check_port_limits(port: &Port, m: u32, a: &QpAttr, ta: &tqp::QpAttr) -> Result<(), Refused> {
     if ta.path_mtu.is_some_and(|mtu| mtu > port.mtu()) {
         return invalid("path MTU above the port's active MTU");
     }
@@ -240,7 +234,7 @@ fn check_port_limits(
             ));
         }
         let dst = verbs::addr_of_gid(&a.ah.dgid);
-        if !port.all_addrs() && dst.is_ipv6() != engine.local_addr().is_ipv6() {
+        if !port.all_addrs() && dst.is_ipv6() != port.served().is_ipv6() {
             return invalid(format!(
                 "destination GID {dst} unreachable from this device"
             ));
@@ -309,5 +303,93 @@ fn drain(c: &mut rxu_abi::ring::Consumer) {
             Ok(Some(slot)) => slot.release(),
             _ => break,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verbs::{qp_attr, DeviceFacts};
+    use rxu_abi::proto::AhAttr;
+
+    fn port(addrs: &[&str], netdev_mtu: u32) -> Port {
+        let addrs: Vec<IpAddr> = addrs.iter().map(|a| a.parse().unwrap()).collect();
+        let facts = DeviceFacts {
+            name: "rxut".into(),
+            netdev: "lo".into(),
+            addrs: addrs.clone(),
+            netdev_mtu,
+            node_guid: 1,
+            port_up: true,
+        };
+        Port::new(facts, addrs[0])
+    }
+
+    fn to(dst: &str, sgid_index: u8) -> QpAttr {
+        QpAttr {
+            path_mtu: 3,
+            ah: AhAttr {
+                dgid: verbs::gid_of(dst.parse().unwrap()),
+                sgid_index,
+                is_global: true,
+                port_num: 1,
+                ..AhAttr::default()
+            },
+            ..QpAttr::default()
+        }
+    }
+
+    fn check(p: &Port, m: u32, a: &QpAttr) -> Result<(), String> {
+        let ta = qp_attr::transport_attr(None, m, a);
+        check_port_limits(p, m, a, &ta).map_err(|e| {
+            assert_eq!(e.errno, libc::EINVAL);
+            e.msg
+        })
+    }
+
+    #[test]
+    fn path_mtu_up_to_the_active_mtu() {
+        // Netdev MTU 1500: active MTU 1024 (3).
+        let p = port(&["10.0.0.1"], 1500);
+        let mut a = to("10.0.0.2", 0);
+        assert_eq!(check(&p, mask::PATH_MTU, &a), Ok(()));
+        a.path_mtu = 4;
+        let e = check(&p, mask::PATH_MTU, &a).unwrap_err();
+        assert!(e.contains("above the port's active MTU"), "{e}");
+        // Not in the mask: not looked at.
+        assert_eq!(check(&p, mask::QKEY, &a), Ok(()));
+    }
+
+    #[test]
+    fn av_within_the_gid_table_and_the_served_family() {
+        let p = port(&["10.0.0.1"], 1500);
+        assert_eq!(check(&p, mask::AV, &to("10.0.0.2", 0)), Ok(()));
+        let e = check(&p, mask::AV, &to("10.0.0.2", 1)).unwrap_err();
+        assert!(e.contains("outside the GID table"), "{e}");
+        let e = check(&p, mask::AV, &to("fd00::2", 0)).unwrap_err();
+        assert!(e.contains("unreachable"), "{e}");
+        let v6 = port(&["fd00::1"], 1500);
+        assert_eq!(check(&v6, mask::AV, &to("fd00::2", 0)), Ok(()));
+        assert!(check(&v6, mask::AV, &to("10.0.0.2", 0)).is_err());
+    }
+
+    #[test]
+    fn all_addresses_send_from_the_source_gid_of_the_family() {
+        let mut p = port(&["10.0.0.1", "fd00::1"], 1500);
+        assert_eq!(av_source(&p, mask::AV, &to("10.0.0.2", 0)), Ok(None));
+        p.set_all_addrs(true);
+        // Both families are served: the source GID decides.
+        assert_eq!(check(&p, mask::AV, &to("fd00::2", 1)), Ok(()));
+        assert_eq!(
+            av_source(&p, mask::AV, &to("fd00::2", 1)),
+            Ok(Some("fd00::1".parse().unwrap()))
+        );
+        assert_eq!(
+            av_source(&p, mask::AV, &to("10.0.0.2", 0)),
+            Ok(Some("10.0.0.1".parse().unwrap()))
+        );
+        let e = av_source(&p, mask::AV, &to("10.0.0.2", 1)).unwrap_err();
+        assert!(e.msg.contains("differ in address family"), "{}", e.msg);
+        assert_eq!(av_source(&p, mask::QKEY, &to("10.0.0.2", 1)), Ok(None));
     }
 }
