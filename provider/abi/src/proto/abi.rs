@@ -1,7 +1,7 @@
 //! Layouts of the slots in the shared-memory rings (the fast path).
 //!
-//! CONTRACT shared by the daemon, the client library and (later) the C
-//! provider. All fields little-endian at fixed offsets; encoded and
+//! Shared by the daemon and the client library (and through it the C
+//! provider). All fields little-endian at fixed offsets; encoded and
 //! decoded field by field (no `repr(C)` casts), so a slot written by a
 //! hostile or crashed client decodes to *some* values that the daemon then
 //! validates — never to undefined behaviour.

@@ -207,7 +207,7 @@ pub fn listen_seqpacket(path: &Path) -> io::Result<OwnedFd> {
         )
     };
     let err = io::Error::last_os_error();
-    // SAFETY: as above.
+    // SAFETY: umask only swaps the process mask, back to what it was.
     unsafe { libc::umask(old) };
     if r < 0 {
         return Err(err);

@@ -5,7 +5,7 @@
 
 use std::fs::OpenOptions;
 use std::net::IpAddr;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,7 @@ use crate::verbs::{self, mask};
 use rxu_abi::proto::abi::{self, wr_opcode, Cqe, RecvSlot, SendSlot, Sge, CQE_SIZE};
 use rxu_abi::proto::{AhAttr, QpAttr, QpCap, QpType, Request, Response, PROTO_VERSION};
 use rxu_abi::ring::{Consumer, Doorbell, Producer, Ring};
+use rxu_testkit::seqpacket_pair;
 
 const PORT: u16 = 24791;
 
@@ -34,22 +35,6 @@ fn device(n: u8) -> Device {
     let mut dev = Device::new(facts, setup::engine_config(&cfg, "lo")).unwrap();
     dev.objects.set_allow_own_mem(true);
     dev
-}
-
-fn seqpacket_pair() -> (OwnedFd, OwnedFd) {
-    let mut sv = [0; 2];
-    // SAFETY: sv is a valid 2-element array for socketpair to fill.
-    let r = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            sv.as_mut_ptr(),
-        )
-    };
-    assert_eq!(r, 0);
-    // SAFETY: socketpair succeeded: both fds are new and ours.
-    unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) }
 }
 
 /// The test's side of one client connection.

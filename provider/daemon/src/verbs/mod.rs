@@ -1,8 +1,6 @@
 //! Verbs semantics the daemon enforces: QP state transitions with their
 //! attribute masks, device and port attributes, limits, GIDs.
 //!
-//! CONTRACT (used by the daemon).
-//!
 //! [`limits`] holds the numbers the device reports and the daemon
 //! enforces; [`modify`] the QP state machine; [`qp_attr`] a modify's
 //! attributes in the transport's form and as the QP keeps them; [`attrs`]
