@@ -140,7 +140,7 @@ impl Channels {
             log_err!("completion channels are disabled for this context");
             return Err(libc::EOPNOTSUPP);
         }
-        // SAFETY: forwarded contract.
+        // SAFETY: ch points to a live ibv_comp_channel (the contract).
         let chan = unsafe { &mut *ch };
         if chan.context != ctx {
             log_err!("create_cq: the completion channel belongs to another context");

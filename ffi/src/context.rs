@@ -37,11 +37,12 @@ pub struct CtxState {
 /// # Safety
 /// `ctx` must be a live context created by [`alloc_context`].
 pub unsafe fn state<'a>(ctx: *mut IbvContext) -> OpResult<&'a CtxState> {
-    // SAFETY: forwarded: ctx is the `context` of our VerbsContext, which is
-    // the first field of an RxuContext.
+    // SAFETY: a context from alloc_context (the contract) is the `context`
+    // of our VerbsContext, as from_ibv requires; that VerbsContext is the
+    // first field of an RxuContext, so the cast gives it.
     let rctx = unsafe { VerbsContext::from_ibv(ctx) }.cast::<RxuContext>();
-    // SAFETY: as above; `state` is set before the context is handed out and
-    // lives until free_context.
+    // SAFETY: rctx is that live RxuContext; `state` is set before the
+    // context is handed out and lives until free_context.
     let st = unsafe { (*rctx).state };
     if st.is_null() {
         return Err(libc::EINVAL);
@@ -84,12 +85,14 @@ pub unsafe extern "C" fn alloc_context(
             return Err(errno());
         }
         let rctx = base.cast::<RxuContext>();
-        // SAFETY: rctx is the fresh, initialised allocation.
+        // SAFETY: rctx is the fresh, initialised allocation, not handed
+        // out yet, as open requires.
         match unsafe { open(rctx, dev, lib) } {
-            // SAFETY: as above.
+            // SAFETY: rctx is live; this only takes a field's address.
             Ok(()) => Ok(unsafe { &raw mut (*rctx).vctx }),
             Err(e) => {
-                // SAFETY: as above; nothing else has seen it.
+                // SAFETY: rctx is live and nothing else has seen it, as
+                // teardown requires.
                 unsafe { teardown(rctx, lib) };
                 Err(e)
             }
@@ -99,8 +102,12 @@ pub unsafe extern "C" fn alloc_context(
 
 /// Checks the library's view of the context, connects to rxud, installs
 /// the ops and the fds.
+///
+/// # Safety
+/// `rctx` must be a fresh RxuContext from `_verbs_init_and_alloc_context`,
+/// not yet handed to the application.
 unsafe fn open(rctx: *mut RxuContext, dev: *mut IbvDevice, lib: &'static Lib) -> OpResult<()> {
-    // SAFETY: rctx is live and ours until returned (caller).
+    // SAFETY: rctx is live and only ours until returned (the contract).
     let vctx = unsafe { &mut (*rctx).vctx };
     let ctx = &mut vctx.context;
     if vctx.sz != VERBS_CONTEXT_SIZE || ctx.abi_compat as usize != usize::MAX || ctx.device != dev {
@@ -151,8 +158,14 @@ unsafe fn open(rctx: *mut RxuContext, dev: *mut IbvDevice, lib: &'static Lib) ->
 }
 
 /// Releases the provider state, then the library's part, then the block.
+///
+/// # Safety
+/// `rctx` must be a live RxuContext from `_verbs_init_and_alloc_context`
+/// that nothing uses any more; it is freed.
 unsafe fn teardown(rctx: *mut RxuContext, lib: &Lib) {
-    // SAFETY: rctx is a live RxuContext from _verbs_init_and_alloc_context.
+    // SAFETY: rctx is a live RxuContext from _verbs_init_and_alloc_context
+    // that nothing else uses (the contract); `state` is NULL or from
+    // Box::into_raw.
     unsafe {
         let st = std::mem::replace(&mut (*rctx).state, std::ptr::null_mut());
         if !st.is_null() {

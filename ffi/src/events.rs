@@ -109,7 +109,8 @@ pub unsafe fn wait_acked(
     done: impl Fn() -> bool,
 ) {
     let mut warned = false;
-    // SAFETY: forwarded contract; clock_gettime fills a local timespec.
+    // SAFETY: mutex and cond are initialised and live (the contract);
+    // clock_gettime fills a local timespec, all-zero being a valid one.
     unsafe {
         libc::pthread_mutex_lock(mutex);
         while !done() {
@@ -135,7 +136,8 @@ pub unsafe fn wait_acked(
 /// # Safety
 /// Both must be unused memory of the right type.
 pub unsafe fn init_sync(mutex: *mut libc::pthread_mutex_t, cond: *mut libc::pthread_cond_t) {
-    // SAFETY: forwarded contract; default attributes.
+    // SAFETY: both point to unused memory of their type (the contract);
+    // NULL asks for default attributes.
     unsafe {
         libc::pthread_mutex_init(mutex, std::ptr::null());
         libc::pthread_cond_init(cond, std::ptr::null());

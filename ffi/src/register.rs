@@ -124,6 +124,6 @@ unsafe extern "C" fn uninit_device(dev: *mut VerbsDevice) {
 /// # Safety
 /// `dev` must point to a live `ibv_device`.
 pub unsafe fn ibdev_name(dev: *const IbvDevice) -> String {
-    // SAFETY: forwarded contract.
+    // SAFETY: dev points to a live ibv_device (the contract).
     c_field(unsafe { &(*dev).name })
 }

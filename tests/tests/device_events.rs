@@ -12,44 +12,17 @@
 //! Every program is bounded in time; namespaces and devices are removed
 //! whatever happens.
 
-mod verbs_util;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
-use verbs_util::{compile_c, have, serial, Dev};
+use rxu_testkit::runtime::scratch_dir;
+use rxu_testkit::tools::{compile_c, Dev};
+use rxu_testkit::{bins, have, is_root, serial, skip};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-}
-
-/// target/<profile>, with rxu, rxud and the provider built (as verbs_util
-/// does for `Dev::up`).
-fn built() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap().to_owned();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args([
-        "build", "-p", "rxud", "-p", "rxu-cli", "-p", "ffi", "--bins", "--lib",
-    ]);
-    if dir.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    let out = cmd.output().expect("cargo");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    dir
-}
 
 /// Lines of a child's stdout, as they come.
 fn lines_of(child: &mut Child) -> Receiver<String> {
@@ -120,11 +93,9 @@ impl NsDev {
         let ns = format!("rxu-ev-{}", std::process::id());
         let _ = Command::new("ip").args(["netns", "del", &ns]).output();
         sh(&["ip", "netns", "add", &ns]);
-        let rt = std::env::temp_dir().join(format!("rxu-ev-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&rt);
-        std::fs::create_dir_all(&rt).unwrap();
-        let bin = built();
-        std::fs::copy(bin.join("librxu.so"), rt.join("librxu-rdmav34.so")).unwrap();
+        let rt = scratch_dir(&format!("ev-{name}"));
+        let bin = bins::built().to_owned();
+        std::fs::copy(bins::provider_lib(), rt.join("librxu-rdmav34.so")).unwrap();
         // From here on, Drop cleans up.
         let d = NsDev {
             ns,
@@ -225,14 +196,14 @@ impl Drop for NsDev {
 fn port_and_gid_events_follow_a_veth_in_a_namespace() {
     let _g = serial();
     if !is_root() {
-        eprintln!("skipped: needs root (network namespaces, /dev/infiniband)");
+        skip("needs root (network namespaces, /dev/infiniband)");
         return;
     }
     if let Some(t) = ["ip", "stdbuf", "ibv_asyncwatch", "ibv_devinfo"]
         .iter()
         .find(|t| !have(t))
     {
-        eprintln!("skipped: {t} is not installed");
+        skip(&format!("{t} is not installed"));
         return;
     }
     let d = NsDev::up("rxuo1");
@@ -344,14 +315,14 @@ fn port_and_gid_events_follow_a_veth_in_a_namespace() {
 fn rc_pingpong_over_each_gid_of_a_netdev_device() {
     let _g = serial();
     if !is_root() {
-        eprintln!("skipped: needs root (network namespaces, /dev/infiniband)");
+        skip("needs root (network namespaces, /dev/infiniband)");
         return;
     }
     if let Some(t) = ["ip", "ibv_rc_pingpong", "ibv_devinfo"]
         .iter()
         .find(|t| !have(t))
     {
-        eprintln!("skipped: {t} is not installed");
+        skip(&format!("{t} is not installed"));
         return;
     }
     let d = NsDev::up_on("rxuo3", "lo");
@@ -441,7 +412,7 @@ fn kill_daemon_under(mode: &str, name: &str, addr: &str, how: Stop) {
     std::thread::sleep(Duration::from_millis(200));
     let pid_file = dev.runtime_dir().join(format!("{name}.pid"));
     let pid = std::fs::read_to_string(&pid_file).unwrap();
-    let rxu = built().join("rxu");
+    let rxu = bins::rxu();
     let down = |force: bool| {
         let mut c = dev.cmd(&rxu);
         c.args(["down", "--name", name]);
@@ -562,7 +533,7 @@ fn stats_after_ib_write_bw_add_up() {
         LIMIT,
     );
     p.expect_ok();
-    let rxu = built().join("rxu");
+    let rxu = bins::rxu();
     let stats = |fmt: &str| {
         let out = dev
             .cmd(&rxu)

@@ -7,13 +7,19 @@
 //! one test at a time, every child bounded and killed on failure, its
 //! output printed.
 
-mod mp_util;
-
 use std::net::Ipv4Addr;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use mp_util::*;
 use rxu_client::QpState;
+use rxu_testkit::daemon::counter;
+use rxu_testkit::process::{field, PeerPair, Proc};
+use rxu_testkit::{bins, have, runtime_dir, serial, skip, Daemon};
+
+/// This package's rxu-peer.
+fn peer() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_rxu-peer"))
+}
 
 /// Longest a pair may run.
 const LIMIT: Duration = Duration::from_secs(45);
@@ -33,7 +39,7 @@ fn reports(pairs: &[&PeerPair], d: &[&Daemon]) -> String {
 /// Runs one pair to the end and checks both RESULT lines.
 fn run_pair(tag: &str, sdev: &Daemon, cdev: &Daemon, args: &[&str]) -> PeerPair {
     let t = Instant::now();
-    let mut p = PeerPair::start(tag, &sdev.name, &cdev.name, args, &[]);
+    let mut p = PeerPair::start(peer(), tag, &sdev.name, &cdev.name, args, &[]);
     let ok = p.finish(LIMIT);
     assert!(
         ok && p.server.result_ok() && p.client.result_ok(),
@@ -165,6 +171,7 @@ fn eight_processes_sixteen_qps_each() {
     let mut pairs: Vec<PeerPair> = (0..4)
         .map(|i| {
             PeerPair::start(
+                peer(),
                 &format!("pair {i}"),
                 &d.name,
                 &d.name,
@@ -236,6 +243,7 @@ fn sigkill_mid_transfer() {
     let budget = t_ack * (retry + 1);
     let (exp_s, retry_s) = (exp.to_string(), retry.to_string());
     let mut victim = PeerPair::start(
+        peer(),
         "victim",
         &d.name,
         &d.name,
@@ -260,6 +268,7 @@ fn sigkill_mid_transfer() {
     let mut others: Vec<PeerPair> = (0..2)
         .map(|i| {
             PeerPair::start(
+                peer(),
                 &format!("bystander {i}"),
                 &d.name,
                 &d.name,
@@ -430,11 +439,9 @@ struct Capture {
 }
 
 impl Capture {
-    fn start(a: Ipv4Addr, tag: &str) -> Option<Capture> {
-        let have = std::env::var_os("PATH")
-            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("tcpdump").is_file()));
-        if !have {
-            eprintln!("no tcpdump: NAKs not checked on the wire");
+    fn start(a: std::net::IpAddr, tag: &str) -> Option<Capture> {
+        if !have("tcpdump") {
+            skip("no tcpdump: NAKs not checked on the wire (the rest runs)");
             return None;
         }
         let file = runtime_dir().join(format!("{tag}.pcap"));
@@ -457,10 +464,10 @@ impl Capture {
             .wait_line("tcpdump: listening", Duration::from_secs(10))
             .is_none()
         {
-            eprintln!(
-                "tcpdump cannot capture here: NAKs not checked on the wire\n{}",
+            skip(&format!(
+                "tcpdump cannot capture here: NAKs not checked on the wire (the rest runs)\n{}",
                 proc.report()
-            );
+            ));
             return None;
         }
         Some(Capture { proc, file })
@@ -474,7 +481,7 @@ impl Capture {
         std::thread::sleep(Duration::from_millis(100));
         self.proc.signal("INT");
         self.proc.wait(Duration::from_secs(5));
-        let out = std::process::Command::new(provider_bins().join("rxu"))
+        let out = std::process::Command::new(bins::rxu())
             .arg("decode")
             .arg(&self.file)
             .output()
@@ -571,8 +578,8 @@ fn stopped_process_stalls_only_itself() {
     ];
     let extra = ["--secs", "2", "--go-file", go_s.as_str()];
     let longer = ["--secs", "5", "--go-file", go_s.as_str()];
-    let mut stopped = PeerPair::start("stopped", &d.name, &d.name, &args, &extra);
-    let mut other = PeerPair::start("bystander", &d.name, &d.name, &args, &longer);
+    let mut stopped = PeerPair::start(peer(), "stopped", &d.name, &d.name, &args, &extra);
+    let mut other = PeerPair::start(peer(), "bystander", &d.name, &d.name, &args, &longer);
     let all = |a: &PeerPair, b: &PeerPair| reports(&[a, b], &[&d]);
     for p in [&stopped, &other] {
         assert!(

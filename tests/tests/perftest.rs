@@ -17,11 +17,10 @@
 //! run is bounded by a time limit; a failure prints both programs' output
 //! and the daemons' counters.
 
-mod verbs_util;
-
 use std::time::Duration;
 
-use verbs_util::{serial, wait_listen, Dev, Pair, Run};
+use rxu_testkit::serial;
+use rxu_testkit::tools::{wait_listen, Dev, Pair, Run};
 
 const BW: [&str; 4] = ["ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw"];
 const LAT: [&str; 4] = [

@@ -4,11 +4,10 @@
 //! unsupported verbs, completion-channel refusal). Each test brings up its
 //! own device on 127.0.5.x and runs one server/client pair at a time.
 
-mod verbs_util;
-
 use std::time::Duration;
 
-use verbs_util::{compile_c, serial, Dev};
+use rxu_testkit::serial;
+use rxu_testkit::tools::{compile_c, Dev};
 
 const PINGPONGS: [&str; 4] = [
     "ibv_rc_pingpong",

@@ -5,6 +5,8 @@
 //! `(a - b) mod 2^24` lies in `[1, 2^23)`, before it when it lies in
 //! `[2^23, 2^24)`.
 
+#![forbid(unsafe_code)]
+
 use std::fmt;
 
 /// A 24-bit packet sequence number.

@@ -7,6 +7,8 @@ use std::mem::{offset_of, size_of};
 use std::path::Path;
 use std::process::Command;
 
+use rxu_testkit::skip;
+
 use super::*;
 
 /// (C struct, C member designator, Rust offset); member "" is the size.
@@ -179,7 +181,7 @@ fn c_program(rows: &[(&str, &str, usize)]) -> String {
 #[test]
 fn public_layouts_match_installed_verbs_h() {
     if !Path::new("/usr/include/infiniband/verbs.h").exists() {
-        eprintln!("skipped: /usr/include/infiniband/verbs.h not installed (libibverbs-dev)");
+        skip("/usr/include/infiniband/verbs.h not installed (libibverbs-dev)");
         return;
     }
     let rows = table();
@@ -192,7 +194,7 @@ fn public_layouts_match_installed_verbs_h() {
     let built = match Command::new(&cc).arg("-o").arg(&exe).arg(&src).output() {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("skipped: no C compiler ({cc}: {e})");
+            skip(&format!("no C compiler ({cc}: {e})"));
             return;
         }
     };

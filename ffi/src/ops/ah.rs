@@ -47,6 +47,7 @@ pub unsafe extern "C" fn destroy_ah(ah: *mut IbvAh) -> c_int {
 /// # Safety
 /// `ah` must be a live AH made by this provider.
 pub unsafe fn client_ah<'a>(ah: *mut IbvAh) -> &'a Ah {
-    // SAFETY: forwarded; RxuAh starts with its ibv_ah.
+    // SAFETY: `ah` is the ibv_ah of a live RxuAh (the contract), and
+    // an RxuAh is repr(C) and starts with it, so the cast gives that RxuAh.
     unsafe { &(*ah.cast::<RxuAh>()).ah }
 }

@@ -29,7 +29,8 @@ pub struct RxuCq {
 /// # Safety
 /// `cq` must be a live CQ made by this provider.
 pub unsafe fn rxu_cq<'a>(cq: *mut IbvCq) -> &'a RxuCq {
-    // SAFETY: forwarded; RxuCq starts with its ibv_cq.
+    // SAFETY: `cq` is the ibv_cq of a live RxuCq (the contract), and
+    // an RxuCq is repr(C) and starts with it, so the cast gives that RxuCq.
     unsafe { &*cq.cast::<RxuCq>() }
 }
 
@@ -68,7 +69,7 @@ pub unsafe fn create(
     comp_vector: c_int,
     ex: bool,
 ) -> OpResult<*mut RxuCq> {
-    // SAFETY: forwarded.
+    // SAFETY: ctx is ours (the contract), as state requires.
     let st = unsafe { state(ctx)? };
     let cqe = u32::try_from(cqe).map_err(|_| libc::EINVAL)?;
     // num_comp_vectors is 1.
@@ -78,7 +79,8 @@ pub unsafe fn create(
     let chan = if channel.is_null() {
         None
     } else {
-        // SAFETY: forwarded.
+        // SAFETY: ctx is ours and channel a live, non-null channel (the
+        // contract), as attach requires.
         Some(unsafe { st.channels.attach(ctx, channel)? })
     };
     let mut slot: Box<MaybeUninit<RxuCq>> = Box::new_uninit();
@@ -131,7 +133,7 @@ pub unsafe extern "C" fn create_cq(
 
 pub unsafe extern "C" fn destroy_cq(cq: *mut IbvCq) -> c_int {
     guard::int_op("destroy_cq", || {
-        // SAFETY: cq is one of ours.
+        // SAFETY: cq is one of ours (ops: whose pointers).
         let r = unsafe { rxu_cq(cq) };
         // SAFETY: cq is live; its context is ours.
         let st = unsafe { state((*cq).context)? };
@@ -166,7 +168,7 @@ pub unsafe extern "C" fn destroy_cq(cq: *mut IbvCq) -> c_int {
 pub unsafe extern "C" fn resize_cq(cq: *mut IbvCq, cqe: c_int) -> c_int {
     guard::int_op("resize_cq", || {
         let want = u32::try_from(cqe).map_err(|_| libc::EINVAL)?;
-        // SAFETY: cq is one of ours.
+        // SAFETY: cq is one of ours (ops: whose pointers).
         let r = unsafe { rxu_cq(cq) };
         let got = r.cq.resize(want).map_err(client_err("resize_cq"))?;
         // SAFETY: cq is live; the application owns no concurrent writer.
@@ -184,7 +186,7 @@ pub unsafe extern "C" fn poll_cq(cq: *mut IbvCq, num_entries: c_int, wc: *mut Ib
         if n > 0 && wc.is_null() {
             return Err(libc::EINVAL);
         }
-        // SAFETY: cq is one of ours.
+        // SAFETY: cq is one of ours (ops: whose pointers).
         let r = unsafe { rxu_cq(cq) };
         if n == 0 {
             return Ok(0);
@@ -207,7 +209,8 @@ pub unsafe extern "C" fn poll_cq(cq: *mut IbvCq, num_entries: c_int, wc: *mut Ib
                 break;
             };
             for (i, w) in buf[..got].iter().enumerate() {
-                // SAFETY: as above; done + i < num_entries.
+                // SAFETY: the caller's array holds num_entries entries, and
+                // done + i < n <= num_entries.
                 unsafe { wc.add(done + i).write(wc_to_c(w)) };
             }
             done += got;
@@ -221,7 +224,7 @@ pub unsafe extern "C" fn poll_cq(cq: *mut IbvCq, num_entries: c_int, wc: *mut Ib
 
 pub unsafe extern "C" fn req_notify_cq(cq: *mut IbvCq, solicited_only: c_int) -> c_int {
     guard::int_op("req_notify_cq", || {
-        // SAFETY: cq is one of ours.
+        // SAFETY: cq is one of ours (ops: whose pointers).
         let r = unsafe { rxu_cq(cq) };
         r.cq.req_notify(solicited_only != 0)
             .map_err(client_err("req_notify_cq"))

@@ -100,13 +100,18 @@ pub fn install(c: &mut IbvCqEx) {
 /// # Safety
 /// `cq` must be a live extended CQ of this provider.
 unsafe fn rxu<'a>(cq: *mut IbvCqEx) -> &'a RxuCq {
-    // SAFETY: forwarded; RxuCq starts with its IbvCqEx.
+    // SAFETY: `cq` is the ibv_cq_ex of a live RxuCq (the contract), and
+    // an RxuCq is repr(C) and starts with it, so the cast gives that RxuCq.
     unsafe { &*cq.cast::<RxuCq>() }
 }
 
 /// Loads the next completion into `cur`, `status` and `wr_id`.
+///
+/// # Safety
+/// `cq` must be a live extended CQ of this provider whose `busy` poll lock
+/// the caller holds.
 unsafe fn advance(cq: *mut IbvCqEx) -> OpResult<()> {
-    // SAFETY: forwarded.
+    // SAFETY: cq is a live extended CQ of ours (the contract).
     let r = unsafe { rxu(cq) };
     let mut w = [Wc::default()];
     let n = r.cq.poll(&mut w).map_err(client_err("start_poll"))?;
@@ -129,10 +134,10 @@ unsafe extern "C" fn start_poll(cq: *mut IbvCqEx, attr: *mut IbvPollCqAttr) -> c
         if !attr.is_null() && unsafe { (*attr).comp_mask } != 0 {
             return Err(libc::EINVAL);
         }
-        // SAFETY: cq is one of ours.
+        // SAFETY: cq is one of ours (ops: whose pointers).
         let r = unsafe { rxu(cq) };
         r.poll.lock();
-        // SAFETY: as above, `busy` held.
+        // SAFETY: cq is ours, and `busy` is taken just above.
         let res = unsafe { advance(cq) };
         if res.is_err() {
             // No end_poll follows a failed start_poll.
@@ -143,12 +148,13 @@ unsafe extern "C" fn start_poll(cq: *mut IbvCqEx, attr: *mut IbvPollCqAttr) -> c
 }
 
 unsafe extern "C" fn next_poll(cq: *mut IbvCqEx) -> c_int {
-    // SAFETY: called between start_poll and end_poll: `busy` is held.
+    // SAFETY: cq is ours (ops: whose pointers); libibverbs calls next_poll only between a
+    // successful start_poll and end_poll, so `busy` is held.
     guard::int_op("next_poll", || unsafe { advance(cq) })
 }
 
 unsafe extern "C" fn end_poll(cq: *mut IbvCqEx) {
-    // SAFETY: cq is one of ours.
+    // SAFETY: cq is one of ours (ops: whose pointers).
     guard::void_op("end_poll", || unsafe { rxu(cq) }.poll.unlock())
 }
 
@@ -157,26 +163,28 @@ unsafe extern "C" fn end_poll(cq: *mut IbvCqEx) {
 /// # Safety
 /// Between a successful start_poll and end_poll, on one of our CQs.
 unsafe fn cur<'a>(cq: *mut IbvCqEx) -> &'a Wc {
-    // SAFETY: forwarded; the poller holds `busy`.
+    // SAFETY: cq is one of ours and the poller holds `busy` (the
+    // contract), so nothing writes `cur` while the reference lives.
     unsafe { &*rxu(cq).poll.cur.get() }
 }
 
 unsafe extern "C" fn read_opcode(cq: *mut IbvCqEx) -> c_int {
-    // SAFETY: called by the poller (see `cur`).
+    // SAFETY: cq is ours (ops: whose pointers); libibverbs reads a completion only between
+    // start_poll and end_poll, as cur requires.
     unsafe { cur(cq) }.opcode as c_int
 }
 unsafe extern "C" fn read_vendor_err(cq: *mut IbvCqEx) -> u32 {
-    // SAFETY: as above.
+    // SAFETY: cq is ours (ops: whose pointers), read between start_poll and end_poll.
     unsafe { cur(cq) }.vendor_err
 }
 unsafe extern "C" fn read_byte_len(cq: *mut IbvCqEx) -> u32 {
-    // SAFETY: as above.
+    // SAFETY: cq is ours (ops: whose pointers), read between start_poll and end_poll.
     unsafe { cur(cq) }.byte_len
 }
 /// `__be32`, except an invalidated rkey (ibv_wc_read_invalidated_rkey
 /// reads it through this callback), which is host order.
 unsafe extern "C" fn read_imm_data(cq: *mut IbvCqEx) -> u32 {
-    // SAFETY: as above.
+    // SAFETY: cq is ours (ops: whose pointers), read between start_poll and end_poll.
     let w = unsafe { cur(cq) };
     if w.wc_flags & wc_flags::WITH_INV != 0 {
         w.imm_data
@@ -185,27 +193,27 @@ unsafe extern "C" fn read_imm_data(cq: *mut IbvCqEx) -> u32 {
     }
 }
 unsafe extern "C" fn read_qp_num(cq: *mut IbvCqEx) -> u32 {
-    // SAFETY: as above.
+    // SAFETY: cq is ours (ops: whose pointers), read between start_poll and end_poll.
     unsafe { cur(cq) }.qp_num
 }
 unsafe extern "C" fn read_src_qp(cq: *mut IbvCqEx) -> u32 {
-    // SAFETY: as above.
+    // SAFETY: cq is ours (ops: whose pointers), read between start_poll and end_poll.
     unsafe { cur(cq) }.src_qp
 }
 unsafe extern "C" fn read_wc_flags(cq: *mut IbvCqEx) -> u32 {
-    // SAFETY: as above.
+    // SAFETY: cq is ours (ops: whose pointers), read between start_poll and end_poll.
     unsafe { cur(cq) }.wc_flags
 }
 unsafe extern "C" fn read_slid(cq: *mut IbvCqEx) -> u32 {
-    // SAFETY: as above.
+    // SAFETY: cq is ours (ops: whose pointers), read between start_poll and end_poll.
     unsafe { cur(cq) }.slid.into()
 }
 unsafe extern "C" fn read_sl(cq: *mut IbvCqEx) -> u8 {
-    // SAFETY: as above.
+    // SAFETY: cq is ours (ops: whose pointers), read between start_poll and end_poll.
     unsafe { cur(cq) }.sl
 }
 unsafe extern "C" fn read_dlid_path_bits(cq: *mut IbvCqEx) -> u8 {
-    // SAFETY: as above.
+    // SAFETY: cq is ours (ops: whose pointers), read between start_poll and end_poll.
     unsafe { cur(cq) }.dlid_path_bits
 }
 unsafe extern "C" fn read_zero_u64(_cq: *mut IbvCqEx) -> u64 {

@@ -1,4 +1,16 @@
 //! The verbs ops rxu implements, and the table handed to `verbs_set_ops`.
+//!
+//! # Whose pointers
+//! libibverbs reaches an op only through the ops table of the object's
+//! context, and only the contexts this provider opened carry [`OPS`]; the
+//! `ibv_wr_*` and `ibv_cq_ex` read callbacks are installed only in the QPs
+//! and CQs this provider made. So every object pointer an op receives
+//! (context, PD, CQ, QP, SRQ, AH, MR, `ibv_qp_ex`, `ibv_cq_ex`) is one of
+//! ours, live until its destroy op returns. That is what the `# Safety`
+//! sections of the helpers that turn such a pointer back into our object
+//! ask ([`crate::context::state`], [`pd::pd_of`], [`cq::rxu_cq`],
+//! [`qp::rxu_qp`], [`srq::rxu_srq`], [`ah::client_ah`]); a SAFETY line
+//! that says "ours (ops: whose pointers)" refers to it.
 
 pub mod ah;
 pub mod convert;

@@ -34,7 +34,7 @@ pub unsafe extern "C" fn reg_mr(
             log_info!("reg_mr: implicit ODP is not supported");
             return Err(libc::EOPNOTSUPP);
         }
-        // SAFETY: pd is one of ours.
+        // SAFETY: pd is one of ours (ops: whose pointers).
         let p = unsafe { pd_of(pd) };
         let acc = access as u32 & !ON_DEMAND;
         // SAFETY: the C caller registers its own memory, as with any NIC:

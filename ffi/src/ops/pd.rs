@@ -18,7 +18,8 @@ pub struct RxuPd {
 /// # Safety
 /// `pd` must be a live PD made by [`alloc_pd`].
 pub unsafe fn pd_of<'a>(pd: *mut IbvPd) -> &'a Pd {
-    // SAFETY: forwarded; RxuPd starts with its IbvPd.
+    // SAFETY: `pd` is the ibv_pd of a live RxuPd (the contract), and
+    // an RxuPd is repr(C) and starts with it, so the cast gives that RxuPd.
     unsafe { &(*pd.cast::<RxuPd>()).pd }
 }
 
@@ -37,7 +38,7 @@ pub unsafe extern "C" fn alloc_pd(ctx: *mut IbvContext) -> *mut IbvPd {
 
 pub unsafe extern "C" fn dealloc_pd(pd: *mut IbvPd) -> i32 {
     guard::int_op("dealloc_pd", || {
-        // SAFETY: pd is one of ours.
+        // SAFETY: pd is one of ours (ops: whose pointers).
         let p = unsafe { pd_of(pd) };
         // Deallocating a clone marks the shared PD dead; on failure
         // (EBUSY) the object stays as it was.

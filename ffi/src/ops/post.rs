@@ -25,7 +25,8 @@ unsafe fn sges<'a>(sg_list: *const Sge, num_sge: c_int) -> OpResult<&'a [Sge]> {
     if sg_list.is_null() {
         return Err(libc::EINVAL);
     }
-    // SAFETY: forwarded; ibv_sge and Sge share a layout (abi::layout).
+    // SAFETY: non-null and holding n entries that outlive 'a (the
+    // contract); ibv_sge and Sge share a layout (abi::layout).
     Ok(unsafe { std::slice::from_raw_parts(sg_list, n) })
 }
 
@@ -36,7 +37,8 @@ unsafe fn sges<'a>(sg_list: *const Sge, num_sge: c_int) -> OpResult<&'a [Sge]> {
 /// for 'a.
 unsafe fn send_wr<'a>(w: &'a IbvSendWr, ud_qp: bool) -> OpResult<SendWr<'a>> {
     let opcode = Op(u32::try_from(w.opcode).map_err(|_| libc::EINVAL)?);
-    // SAFETY: forwarded.
+    // SAFETY: a valid ibv_send_wr's sg_list holds num_sge entries, live
+    // for 'a (the contract).
     let sg_list = unsafe { sges(w.sg_list, w.num_sge)? };
     let mut s = SendWr {
         wr_id: w.wr_id,
@@ -89,15 +91,16 @@ pub unsafe extern "C" fn post_send(
 ) -> c_int {
     let mut cur = wr;
     let r = guard::int_op("post_send", || {
-        // SAFETY: qp is ours.
+        // SAFETY: qp is ours (ops: whose pointers).
         let q = unsafe { client_qp(qp)? };
         let ud = q.qp_type() == rxu_client::QpType::Ud;
         let mut g = q.lock_sq().map_err(|e| e.errno())?;
         while !cur.is_null() {
             // SAFETY: the application's list of valid WRs.
             let w = unsafe { &*cur };
-            // SAFETY: as above; inline WRs' SGEs point at readable memory,
-            // which IBV_SEND_INLINE promises.
+            // SAFETY: w is a valid WR of the application's list, its SGEs
+            // and AH live during the call; inline WRs' SGEs point at
+            // readable memory, which IBV_SEND_INLINE promises.
             unsafe { send_wr(w, ud).and_then(|s| g.push_gather(&s).map_err(|e| e.errno())) }
                 .inspect_err(|e| log_info!("post_send: WR {:#x} refused (errno {e})", w.wr_id))?;
             cur = w.next;
@@ -121,9 +124,10 @@ unsafe fn post_recv_list(
 ) -> (OpResult<()>, *mut IbvRecvWr) {
     let mut cur = wr;
     while !cur.is_null() {
-        // SAFETY: forwarded.
+        // SAFETY: cur is a non-null element of the valid list (the
+        // contract).
         let w = unsafe { &*cur };
-        // SAFETY: forwarded.
+        // SAFETY: a valid ibv_recv_wr's sg_list holds num_sge entries.
         let r = unsafe { sges(w.sg_list, w.num_sge) }.and_then(|sg_list| {
             push(&RecvWr {
                 wr_id: w.wr_id,
@@ -153,7 +157,7 @@ pub unsafe extern "C" fn post_recv(
 ) -> c_int {
     let mut stop = wr;
     let r = guard::int_op("post_recv", || {
-        // SAFETY: qp is ours.
+        // SAFETY: qp is ours (ops: whose pointers).
         let q = unsafe { client_qp(qp)? };
         let mut g = q.lock_rq().map_err(|e| e.errno())?;
         // SAFETY: the application's list.

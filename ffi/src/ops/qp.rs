@@ -38,14 +38,15 @@ pub struct RxuQp {
 /// # Safety
 /// `qp` must be a live QP made by this provider.
 pub unsafe fn rxu_qp<'a>(qp: *mut IbvQp) -> &'a RxuQp {
-    // SAFETY: forwarded; RxuQp starts with its ibv_qp.
+    // SAFETY: `qp` is the ibv_qp of a live RxuQp (the contract), and an
+    // RxuQp is repr(C) and starts with it, so the cast gives that RxuQp.
     unsafe { &*qp.cast::<RxuQp>() }
 }
 
 /// # Safety
 /// As [`rxu_qp`].
 pub unsafe fn client_qp<'a>(qp: *mut IbvQp) -> OpResult<&'a Qp> {
-    // SAFETY: forwarded.
+    // SAFETY: this function's contract is rxu_qp's.
     unsafe { rxu_qp(qp) }.qp.as_ref().ok_or(libc::EINVAL)
 }
 
@@ -76,7 +77,7 @@ unsafe fn create(
     a: &mut IbvQpInitAttr,
     send_ops: Option<u64>,
 ) -> OpResult<*mut IbvQp> {
-    // SAFETY: forwarded.
+    // SAFETY: ctx is ours (the contract), as state requires.
     let st = unsafe { state(ctx)? };
     let qp_type = qp_type_from_c(a.qp_type)
         .inspect_err(|_| unsupported("QP types other than RC, UC and UD"))?;
@@ -178,7 +179,7 @@ pub unsafe extern "C" fn create_qp_ex(
             unsupported("create_qp_ex create_flags");
             return Err(libc::EOPNOTSUPP);
         }
-        // SAFETY: ctx is ours.
+        // SAFETY: ctx is ours (ops: whose pointers).
         let st = unsafe { state(ctx)? };
         let ops = if a.comp_mask & qp_init_attr_mask::SEND_OPS_FLAGS != 0 {
             if a.send_ops_flags & !supported_send_ops(st) != 0 {
@@ -191,7 +192,9 @@ pub unsafe extern "C" fn create_qp_ex(
         };
         // ibv_qp_init_attr is the first part of ibv_qp_init_attr_ex.
         let base = attr.cast::<IbvQpInitAttr>();
-        // SAFETY: as above; the prefix has the same layout (abi::layout).
+        // SAFETY: ctx is ours (ops: whose pointers) and a.pd the caller's, of this context;
+        // attr is the caller's ibv_qp_init_attr_ex, whose prefix has the
+        // layout of ibv_qp_init_attr (abi::layout).
         unsafe { create(ctx, a.pd, &mut *base, ops) }
     })
 }
@@ -225,7 +228,7 @@ pub unsafe extern "C" fn query_qp(
     init_attr: *mut IbvQpInitAttr,
 ) -> c_int {
     guard::int_op("query_qp", || {
-        // SAFETY: qp is ours.
+        // SAFETY: qp is ours (ops: whose pointers).
         let r = unsafe { rxu_qp(qp) };
         let q = r.qp.as_ref().ok_or(libc::EINVAL)?;
         let (qa, cap) = q.query(attr_mask as u32).map_err(client_err("query_qp"))?;

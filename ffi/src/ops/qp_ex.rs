@@ -101,9 +101,12 @@ pub fn install(area: &mut VerbsQpArea, lib: &Lib) {
 /// The QP and its batch.
 ///
 /// # Safety
-/// `qpx` must be the `ibv_qp_ex` of a live QP of this provider.
+/// `qpx` must be the `ibv_qp_ex` of a live QP of this provider. Every
+/// `wr_*` callback below gets one: [`install`] puts them only in our QPs
+/// (see `ops`, "Whose pointers").
 unsafe fn batch<'a>(qpx: *mut IbvQpEx) -> (&'a RxuQp, MutexGuard<'a, Builder>) {
-    // SAFETY: forwarded; RxuQp starts with its ibv_qp_ex.
+    // SAFETY: `qpx` is the ibv_qp_ex of a live RxuQp (the contract), and
+    // an RxuQp is repr(C) and starts with it, so the cast gives that RxuQp.
     let r = unsafe { &*qpx.cast::<RxuQp>() };
     (r, r.builder.lock().unwrap_or_else(|p| p.into_inner()))
 }
@@ -114,10 +117,11 @@ unsafe fn batch<'a>(qpx: *mut IbvQpEx) -> (&'a RxuQp, MutexGuard<'a, Builder>) {
 /// As [`batch`].
 unsafe fn begin(qpx: *mut IbvQpEx, opcode: Op, f: impl FnOnce(&mut Pending)) {
     guard::void_op("ibv_wr_*", || {
-        // SAFETY: forwarded; wr_id and wr_flags are the caller's to set
-        // before each builder call, read here.
+        // SAFETY: `qpx` is a live ibv_qp_ex (the contract); wr_id and
+        // wr_flags are the application's to set before each builder call,
+        // read here.
         let (wr_id, flags) = unsafe { ((*qpx).wr_id, (*qpx).wr_flags) };
-        // SAFETY: forwarded.
+        // SAFETY: this function's contract is batch's.
         let (_, mut b) = unsafe { batch(qpx) };
         let at = b.sges.len();
         let mut p = Pending {
@@ -144,7 +148,7 @@ unsafe fn begin(qpx: *mut IbvQpEx, opcode: Op, f: impl FnOnce(&mut Pending)) {
 /// As [`batch`].
 unsafe fn set(qpx: *mut IbvQpEx, f: impl FnOnce(&mut Builder) -> OpResult<()>) {
     guard::void_op("ibv_wr_set_*", || {
-        // SAFETY: forwarded.
+        // SAFETY: this function's contract is batch's.
         let (_, mut b) = unsafe { batch(qpx) };
         if let Err(e) = f(&mut b) {
             b.fail(e);
@@ -156,23 +160,23 @@ unsafe fn set(qpx: *mut IbvQpEx, f: impl FnOnce(&mut Builder) -> OpResult<()>) {
 /// As [`batch`].
 unsafe fn refuse(qpx: *mut IbvQpEx, what: &'static str) {
     unsupported(what);
-    // SAFETY: forwarded.
+    // SAFETY: this function's contract is set's.
     unsafe { set(qpx, |_| Err(libc::EOPNOTSUPP)) };
 }
 
 unsafe extern "C" fn wr_start(qpx: *mut IbvQpEx) {
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     guard::void_op("wr_start", || unsafe { batch(qpx) }.1.clear())
 }
 
 unsafe extern "C" fn wr_abort(qpx: *mut IbvQpEx) {
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     guard::void_op("wr_abort", || unsafe { batch(qpx) }.1.clear())
 }
 
 unsafe extern "C" fn wr_complete(qpx: *mut IbvQpEx) -> c_int {
     guard::int_op("wr_complete", || {
-        // SAFETY: qpx is ours.
+        // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
         let (r, mut b) = unsafe { batch(qpx) };
         let res = post_batch(r, &b);
         b.clear();
@@ -224,19 +228,19 @@ fn post_batch(r: &RxuQp, b: &Builder) -> OpResult<()> {
 }
 
 unsafe extern "C" fn wr_send(qpx: *mut IbvQpEx) {
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe { begin(qpx, Op::SEND, |_| {}) }
 }
 unsafe extern "C" fn wr_send_imm(qpx: *mut IbvQpEx, imm: u32) {
-    // SAFETY: qpx is ours. `imm` is __be32.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires. `imm` is __be32.
     unsafe { begin(qpx, Op::SEND_WITH_IMM, |p| p.imm = u32::from_be(imm)) }
 }
 unsafe extern "C" fn wr_send_inv(qpx: *mut IbvQpEx, rkey: u32) {
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe { begin(qpx, Op::SEND_WITH_INV, |p| p.imm = rkey) }
 }
 unsafe extern "C" fn wr_rdma_write(qpx: *mut IbvQpEx, rkey: u32, addr: u64) {
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe {
         begin(qpx, Op::RDMA_WRITE, |p| {
             (p.rkey, p.remote_addr) = (rkey, addr)
@@ -244,7 +248,7 @@ unsafe extern "C" fn wr_rdma_write(qpx: *mut IbvQpEx, rkey: u32, addr: u64) {
     }
 }
 unsafe extern "C" fn wr_rdma_write_imm(qpx: *mut IbvQpEx, rkey: u32, addr: u64, imm: u32) {
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe {
         begin(qpx, Op::RDMA_WRITE_WITH_IMM, |p| {
             (p.rkey, p.remote_addr, p.imm) = (rkey, addr, u32::from_be(imm))
@@ -252,7 +256,7 @@ unsafe extern "C" fn wr_rdma_write_imm(qpx: *mut IbvQpEx, rkey: u32, addr: u64, 
     }
 }
 unsafe extern "C" fn wr_rdma_read(qpx: *mut IbvQpEx, rkey: u32, addr: u64) {
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe {
         begin(qpx, Op::RDMA_READ, |p| {
             (p.rkey, p.remote_addr) = (rkey, addr)
@@ -266,7 +270,7 @@ unsafe extern "C" fn wr_atomic_cmp_swp(
     cmp: u64,
     swap: u64,
 ) {
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe {
         begin(qpx, Op::ATOMIC_CMP_AND_SWP, |p| {
             (p.rkey, p.remote_addr, p.compare_add, p.swap) = (rkey, addr, cmp, swap)
@@ -274,7 +278,7 @@ unsafe extern "C" fn wr_atomic_cmp_swp(
     }
 }
 unsafe extern "C" fn wr_atomic_fetch_add(qpx: *mut IbvQpEx, rkey: u32, addr: u64, add: u64) {
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe {
         begin(qpx, Op::ATOMIC_FETCH_AND_ADD, |p| {
             (p.rkey, p.remote_addr, p.compare_add) = (rkey, addr, add)
@@ -283,30 +287,30 @@ unsafe extern "C" fn wr_atomic_fetch_add(qpx: *mut IbvQpEx, rkey: u32, addr: u64
 }
 /// The 8 bytes at `data` are the value to write (copied now).
 unsafe extern "C" fn wr_atomic_write(qpx: *mut IbvQpEx, rkey: u32, addr: u64, data: *const c_void) {
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe {
         begin(qpx, Op::ATOMIC_WRITE, |p| {
             (p.rkey, p.remote_addr) = (rkey, addr)
         })
     };
     if data.is_null() {
-        // SAFETY: qpx is ours.
+        // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
         return unsafe { set(qpx, |_| Err(libc::EINVAL)) };
     }
     // SAFETY: the caller passes 8 readable bytes.
     let v = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), 8) };
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe { set(qpx, |b| push_inline(b, &[v])) };
 }
 
 unsafe extern "C" fn wr_set_sge(qpx: *mut IbvQpEx, lkey: u32, addr: u64, length: u32) {
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe { set(qpx, |b| push_sges(b, &[Sge { addr, length, lkey }])) }
 }
 
 unsafe extern "C" fn wr_set_sge_list(qpx: *mut IbvQpEx, n: usize, list: *const Sge) {
     if n > 0 && list.is_null() {
-        // SAFETY: qpx is ours.
+        // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
         return unsafe { set(qpx, |_| Err(libc::EINVAL)) };
     }
     let sl: &[Sge] = if n == 0 {
@@ -315,7 +319,7 @@ unsafe extern "C" fn wr_set_sge_list(qpx: *mut IbvQpEx, n: usize, list: *const S
         // SAFETY: the caller passes n SGEs (ibv_sge has Sge's layout).
         unsafe { std::slice::from_raw_parts(list, n) }
     };
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe { set(qpx, |b| push_sges(b, sl)) }
 }
 
@@ -332,7 +336,7 @@ fn push_sges(b: &mut Builder, s: &[Sge]) -> OpResult<()> {
 
 unsafe extern "C" fn wr_set_inline_data(qpx: *mut IbvQpEx, addr: *mut c_void, length: usize) {
     if length > 0 && addr.is_null() {
-        // SAFETY: qpx is ours.
+        // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
         return unsafe { set(qpx, |_| Err(libc::EINVAL)) };
     }
     let d: &[u8] = if length == 0 {
@@ -341,13 +345,13 @@ unsafe extern "C" fn wr_set_inline_data(qpx: *mut IbvQpEx, addr: *mut c_void, le
         // SAFETY: the caller passes `length` readable bytes.
         unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), length) }
     };
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe { set(qpx, |b| push_inline(b, &[d])) }
 }
 
 unsafe extern "C" fn wr_set_inline_data_list(qpx: *mut IbvQpEx, n: usize, list: *const IbvDataBuf) {
     if n > 0 && list.is_null() {
-        // SAFETY: qpx is ours.
+        // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
         return unsafe { set(qpx, |_| Err(libc::EINVAL)) };
     }
     let bufs: &[IbvDataBuf] = if n == 0 {
@@ -362,13 +366,13 @@ unsafe extern "C" fn wr_set_inline_data_list(qpx: *mut IbvQpEx, n: usize, list: 
             continue;
         }
         if d.addr.is_null() {
-            // SAFETY: qpx is ours.
+            // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
             return unsafe { set(qpx, |_| Err(libc::EINVAL)) };
         }
         // SAFETY: each buffer holds `length` readable bytes.
         parts.push(unsafe { std::slice::from_raw_parts(d.addr.cast::<u8>(), d.length) });
     }
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe { set(qpx, |b| push_inline(b, &parts)) }
 }
 
@@ -388,7 +392,7 @@ fn push_inline(b: &mut Builder, parts: &[&[u8]]) -> OpResult<()> {
 }
 
 unsafe extern "C" fn wr_set_ud_addr(qpx: *mut IbvQpEx, ah: *mut IbvAh, qpn: u32, qkey: u32) {
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe {
         set(qpx, |b| {
             if ah.is_null() {
@@ -408,19 +412,19 @@ unsafe extern "C" fn wr_bind_mw(
     _rkey: u32,
     _info: *const c_void,
 ) {
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe { refuse(qpx, "ibv_wr_bind_mw (memory windows)") }
 }
 unsafe extern "C" fn wr_local_inv(qpx: *mut IbvQpEx, _rkey: u32) {
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe { refuse(qpx, "ibv_wr_local_inv") }
 }
 unsafe extern "C" fn wr_send_tso(qpx: *mut IbvQpEx, _hdr: *mut c_void, _sz: u16, _mss: u16) {
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe { refuse(qpx, "ibv_wr_send_tso") }
 }
 unsafe extern "C" fn wr_set_xrc_srqn(qpx: *mut IbvQpEx, _srqn: u32) {
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe { refuse(qpx, "ibv_wr_set_xrc_srqn (XRC)") }
 }
 unsafe extern "C" fn wr_flush(
@@ -431,6 +435,6 @@ unsafe extern "C" fn wr_flush(
     _t: u8,
     _l: u8,
 ) {
-    // SAFETY: qpx is ours.
+    // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe { refuse(qpx, "ibv_wr_flush") }
 }

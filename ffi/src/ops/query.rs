@@ -35,7 +35,7 @@ pub unsafe extern "C" fn query_device_ex(
         if attr_size < size_of::<IbvDeviceAttr>() {
             return Err(libc::EINVAL);
         }
-        // SAFETY: ctx is ours.
+        // SAFETY: ctx is ours (ops: whose pointers).
         let st = unsafe { state(ctx)? };
         let d = st
             .client
@@ -99,7 +99,7 @@ pub unsafe extern "C" fn query_port(
         if port_num != 1 {
             return Err(libc::EINVAL);
         }
-        // SAFETY: ctx is ours.
+        // SAFETY: ctx is ours (ops: whose pointers).
         let st = unsafe { state(ctx)? };
         let p = st
             .client

@@ -28,7 +28,8 @@ pub struct RxuSrq {
 /// # Safety
 /// `srq` must be a live SRQ made by this provider.
 pub unsafe fn rxu_srq<'a>(srq: *mut IbvSrq) -> &'a RxuSrq {
-    // SAFETY: forwarded; RxuSrq starts with its ibv_srq.
+    // SAFETY: `srq` is the ibv_srq of a live RxuSrq (the contract), and
+    // an RxuSrq is repr(C) and starts with it, so the cast gives that RxuSrq.
     unsafe { &*srq.cast::<RxuSrq>() }
 }
 
@@ -39,9 +40,9 @@ unsafe fn create(
     srq_context: *mut std::ffi::c_void,
     attr: &mut IbvSrqAttr,
 ) -> OpResult<*mut IbvSrq> {
-    // SAFETY: forwarded.
+    // SAFETY: pd is a live PD of ours (the contract).
     let ctx: *mut IbvContext = unsafe { (*pd).context };
-    // SAFETY: as above.
+    // SAFETY: the context of one of our PDs is ours, as state requires.
     let st = unsafe { state(ctx)? };
     let mut slot: Box<MaybeUninit<RxuSrq>> = Box::new_uninit();
     let addr = slot.as_mut_ptr();
@@ -107,7 +108,8 @@ pub unsafe extern "C" fn create_srq_ex(
         if unsafe { (*a.pd).context } != ctx {
             return Err(libc::EINVAL);
         }
-        // SAFETY: as above.
+        // SAFETY: a.pd is a PD of this context, which is ours (ops: whose pointers); a
+        // is the caller's attributes.
         unsafe { create(a.pd, a.srq_context, &mut a.attr) }
     })
 }

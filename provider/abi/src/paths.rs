@@ -1,7 +1,7 @@
 //! Where a device's files live at run time.
 //!
-//! CONTRACT shared by `rxu`, `rxud`, the client library and the C
-//! provider. The runtime directory is `$RXU_RUNTIME_DIR` if set, else
+//! Shared by `rxu`, `rxud`, the client library and the C provider. The
+//! runtime directory is `$RXU_RUNTIME_DIR` if set, else
 //! `/run/rxu` for root, else `$XDG_RUNTIME_DIR/rxu`, else
 //! `/tmp/rxu-<uid>`. Inside it:
 //!

@@ -1,7 +1,8 @@
 //! `rxu up / status / stats / env / down` against the real `rxud`, each
 //! test in its own runtime directory (RXU_RUNTIME_DIR) and on its own
 //! 127.0.3.x address. Creating /dev/infiniband/uverbsN needs root: the
-//! tests skip, saying why, when not root or when rxud is not built.
+//! tests skip, saying why, when not root. `rxu up` starts the `rxud`
+//! beside it: the test kit builds both.
 //! No packet leaves loopback: the only non-local address is merely looked
 //! up.
 
@@ -14,17 +15,8 @@ use std::time::{Duration, Instant};
 
 use rxu_abi::proto::{self, fdpass, Request, Response};
 use rxu_cli::cli::admin::connect_seqpacket;
-
-const RXU: &str = env!("CARGO_BIN_EXE_rxu");
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn rxud() -> PathBuf {
-    Path::new(RXU).with_file_name("rxud")
-}
+use rxu_testkit::runtime::scratch_dir;
+use rxu_testkit::{bins, is_root, seqpacket_pair, skip};
 
 /// A private runtime directory; on drop, every device in it is forced
 /// down and the directory removed.
@@ -33,24 +25,19 @@ struct Rt {
 }
 
 impl Rt {
-    /// None (after printing why) when the test cannot run here.
-    fn new(tag: &str, need_daemon: bool) -> Option<Rt> {
+    /// None (after [`skip`]) when the test cannot run here.
+    fn new(tag: &str) -> Option<Rt> {
         if !is_root() {
-            eprintln!("skipped: needs root (rxu up creates /dev/infiniband/uverbsN)");
+            skip("needs root (rxu up creates /dev/infiniband/uverbsN)");
             return None;
         }
-        if need_daemon && !rxud().is_file() {
-            eprintln!("skipped: {} is not built yet", rxud().display());
-            return None;
-        }
-        let dir = std::env::temp_dir().join(format!("rxu-cli-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Some(Rt { dir })
+        Some(Rt {
+            dir: scratch_dir(&format!("cli-{tag}")),
+        })
     }
 
     fn rxu(&self, args: &[&str]) -> Output {
-        Command::new(RXU)
+        Command::new(bins::rxu())
             .args(args)
             .env("RXU_RUNTIME_DIR", &self.dir)
             .env_remove("SUDO_UID")
@@ -144,7 +131,7 @@ fn alive(pid: u32) -> bool {
 
 #[test]
 fn up_status_stats_down_on_a_loopback_address() {
-    let Some(rt) = Rt::new("basic", true) else {
+    let Some(rt) = Rt::new("basic") else {
         return;
     };
     let out = rt.ok(&["up", "--addr", "127.0.3.1", "--name", "rxu0"]);
@@ -216,7 +203,7 @@ fn up_status_stats_down_on_a_loopback_address() {
 
 #[test]
 fn two_devices_on_lo() {
-    let Some(rt) = Rt::new("two", true) else {
+    let Some(rt) = Rt::new("two") else {
         return;
     };
     let a = parse_exports(&rt.ok(&["up", "--addr", "127.0.3.2", "--name", "rxu0"]));
@@ -236,7 +223,7 @@ fn two_devices_on_lo() {
 
 #[test]
 fn the_same_name_twice_is_refused() {
-    let Some(rt) = Rt::new("twice", true) else {
+    let Some(rt) = Rt::new("twice") else {
         return;
     };
     rt.ok(&["up", "--addr", "127.0.3.4", "--name", "rxu0"]);
@@ -252,7 +239,7 @@ fn the_same_name_twice_is_refused() {
 
 #[test]
 fn a_dead_daemon_is_cleaned_up_by_the_next_up() {
-    let Some(rt) = Rt::new("stale", true) else {
+    let Some(rt) = Rt::new("stale") else {
         return;
     };
     rt.ok(&["up", "--addr", "127.0.3.8", "--name", "rxu0"]);
@@ -272,7 +259,7 @@ fn a_dead_daemon_is_cleaned_up_by_the_next_up() {
 
 #[test]
 fn down_is_refused_while_a_client_is_open() {
-    let Some(rt) = Rt::new("busy", true) else {
+    let Some(rt) = Rt::new("busy") else {
         return;
     };
     rt.ok(&["up", "--addr", "127.0.3.9", "--name", "rxu0"]);
@@ -330,30 +317,9 @@ fn connect_client(sock: &Path) -> (OwnedFd, Vec<OwnedFd>) {
     (s, vec![mem, seq.0, seq.1, efd])
 }
 
-fn seqpacket_pair() -> (OwnedFd, OwnedFd) {
-    let mut sv = [0; 2];
-    // SAFETY: sv is a valid 2-element array for socketpair to fill.
-    let r = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            sv.as_mut_ptr(),
-        )
-    };
-    assert_eq!(r, 0);
-    // SAFETY: socketpair succeeded; both descriptors are ours.
-    unsafe {
-        (
-            <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(sv[0]),
-            <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(sv[1]),
-        )
-    }
-}
-
 #[test]
 fn an_address_not_on_this_host_is_refused() {
-    let Some(rt) = Rt::new("notlocal", false) else {
+    let Some(rt) = Rt::new("notlocal") else {
         return;
     };
     let err = rt.fails(&["up", "--addr", "192.0.2.123"]);
@@ -365,7 +331,7 @@ fn an_address_not_on_this_host_is_refused() {
 
 #[test]
 fn a_taken_udp_port_is_refused_and_leaves_nothing() {
-    let Some(rt) = Rt::new("port", false) else {
+    let Some(rt) = Rt::new("port") else {
         return;
     };
     let _held = UdpSocket::bind("127.0.3.6:4791").unwrap();
@@ -382,7 +348,7 @@ fn a_taken_udp_port_is_refused_and_leaves_nothing() {
 
 #[test]
 fn a_bad_name_is_refused() {
-    let Some(rt) = Rt::new("badname", false) else {
+    let Some(rt) = Rt::new("badname") else {
         return;
     };
     assert!(rt
@@ -396,11 +362,11 @@ fn a_bad_name_is_refused() {
 #[test]
 fn without_root_up_says_so() {
     if !is_root() {
-        eprintln!("skipped: needs root to switch to an unprivileged uid");
+        skip("needs root to switch to an unprivileged uid");
         return;
     }
     use std::os::unix::process::CommandExt;
-    let out = Command::new(RXU)
+    let out = Command::new(bins::rxu())
         .args(["up", "--addr", "127.0.3.7"])
         .env(
             "RXU_RUNTIME_DIR",
@@ -412,7 +378,7 @@ fn without_root_up_says_so() {
     let out = match out {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("skipped: cannot run rxu as uid 65534: {e}");
+            skip(&format!("cannot run rxu as uid 65534: {e}"));
             return;
         }
     };

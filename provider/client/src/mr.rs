@@ -48,7 +48,8 @@ impl std::fmt::Debug for Mr {
 /// pointers (as [`MrBuf`] does). Memory unmapped while registered is safe
 /// for this process: operations on it complete with an error.
 pub unsafe fn reg_mr(pd: &Pd, addr: *mut u8, len: usize, access: u32) -> Result<Mr> {
-    // SAFETY: forwarded contract.
+    // SAFETY: reg_mr_iova's contract is this function's, which our caller
+    // keeps.
     unsafe { reg_mr_iova(pd, addr, len, addr as usize as u64, access) }
 }
 

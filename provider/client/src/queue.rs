@@ -71,7 +71,9 @@ impl SendQueue {
                     if total > lim.max_inline {
                         return Err(Error::Invalid("inline data above max_inline_data"));
                     }
-                    // SAFETY: forwarded from the caller (`may_gather`).
+                    // SAFETY: with may_gather our caller vouches that the
+                    // SGEs describe readable memory (the contract), which
+                    // is what gather reads.
                     unsafe { gather(wr.sg_list, gathered) };
                     Some(gathered.as_slice())
                 }
@@ -251,15 +253,19 @@ impl<'a> SqGuard<'a> {
     /// For such a WR every SGE must describe `length` readable bytes at
     /// `addr` in this process.
     pub unsafe fn push_gather(&mut self, wr: &SendWr<'_>) -> Result<()> {
-        // SAFETY: forwarded contract.
+        // SAFETY: our caller vouches for the SGEs of an inline WR (the
+        // contract), which is what may_gather asks.
         unsafe { self.push_inner(wr, true) }
     }
 
+    /// # Safety
+    /// As `SendQueue::push`: with `may_gather`, the SGEs of an inline WR
+    /// without `inline_data` must describe readable memory.
     unsafe fn push_inner(&mut self, wr: &SendWr<'_>, may_gather: bool) -> Result<()> {
         if !self.ready {
             return Err(Error::Invalid("QP not ready to send (state below RTS)"));
         }
-        // SAFETY: forwarded contract.
+        // SAFETY: this function's contract is SendQueue::push's.
         unsafe { self.q.push(wr, may_gather)? };
         self.posted = true;
         Ok(())

@@ -1,77 +1,17 @@
-//! Unix seqpacket plumbing: connecting to the daemon, socket pairs for
-//! event channels, and reading fixed-size event records.
+//! Unix seqpacket plumbing: connecting to the daemon and socket pairs for
+//! event channels (from [`rxu_abi::proto::fdpass`]), shutting down a write
+//! side, and reading fixed-size event records.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
-/// A connected `SOCK_SEQPACKET` socket to the Unix socket at `path`.
-pub fn connect_seqpacket(path: &Path) -> io::Result<OwnedFd> {
-    // SAFETY: sockaddr_un is plain data; all-zero is a valid value.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let bytes = path.as_os_str().as_bytes();
-    if bytes.len() >= addr.sun_path.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "socket path too long",
-        ));
-    }
-    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
-    // SAFETY: socket takes integer arguments and returns a new fd or -1.
-    let raw = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: socket just returned this descriptor; nothing else owns it.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-    loop {
-        // SAFETY: addr is a valid sockaddr_un of `len` bytes on our stack.
-        let r = unsafe {
-            libc::connect(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_un).cast(),
-                len,
-            )
-        };
-        if r == 0 {
-            return Ok(fd);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
+pub use rxu_abi::proto::fdpass::{connect_seqpacket, seqpacket_pair};
 
 /// shutdown(SHUT_WR): readers of the peer end get EOF once drained.
 pub fn shutdown_write(fd: std::os::fd::RawFd) {
     // SAFETY: shutdown on an fd we own; errors (ENOTCONN) are harmless.
     unsafe { libc::shutdown(fd, libc::SHUT_WR) };
-}
-
-/// A `SOCK_SEQPACKET` socket pair, both ends blocking and close-on-exec.
-pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut sv = [0; 2];
-    // SAFETY: sv is a valid 2-element array for socketpair to fill.
-    let r = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            sv.as_mut_ptr(),
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: socketpair succeeded, so both fds are fresh and ours.
-    unsafe { Ok((OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1]))) }
 }
 
 /// Waits until `fd` is readable or `timeout` passes (None: forever).
@@ -228,12 +168,5 @@ mod tests {
         );
         drop(w);
         assert!(read_record_timeout::<8>(r.as_fd(), None).is_err());
-    }
-
-    #[test]
-    fn connect_to_nothing_fails() {
-        let dir = std::env::temp_dir().join(format!("rxu-sock-test-{}", std::process::id()));
-        let e = connect_seqpacket(&dir.join("none.sock")).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::NotFound);
     }
 }

@@ -3,21 +3,20 @@
 //! posting, and the error paths. Each test runs its own daemon on its own
 //! loopback address (127.0.0.110 and up).
 
-mod client_util;
-
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use client_util::*;
 use rxu_client::*;
+use rxu_testkit::verbs::*;
+use rxu_testkit::Daemon;
 
-fn daemon(n: u8) -> Option<Daemon> {
+fn daemon(n: u8) -> Daemon {
     Daemon::start(&format!("rxuc{n}"), Ipv4Addr::new(127, 0, 0, 110 + n))
 }
 
 #[test]
 fn rc_every_opcode_byte_exact() {
-    let Some(d) = daemon(0) else { return };
+    let d = daemon(0);
     let ctx = d.open();
     let p = Pair::new(&ctx, QpType::Rc);
     let mut ba = MrBuf::new(&p.pd, 64 * 1024, ALL_ACCESS).unwrap();
@@ -138,7 +137,7 @@ fn rc_every_opcode_byte_exact() {
 
 #[test]
 fn ud_send_and_reply_through_ah_from_wc() {
-    let Some(d) = daemon(1) else { return };
+    let d = daemon(1);
     let ctx = d.open();
     let p = Pair::new(&ctx, QpType::Ud);
     let mut ba = MrBuf::new(&p.pd, 8192, ALL_ACCESS).unwrap();
@@ -202,7 +201,7 @@ fn ud_send_and_reply_through_ah_from_wc() {
 
 #[test]
 fn uc_send_and_write() {
-    let Some(d) = daemon(2) else { return };
+    let d = daemon(2);
     let ctx = d.open();
     let p = Pair::new(&ctx, QpType::Uc);
     let mut ba = MrBuf::new(&p.pd, 16384, ALL_ACCESS).unwrap();
@@ -236,7 +235,7 @@ fn uc_send_and_write() {
 
 #[test]
 fn completion_channel_events() {
-    let Some(d) = daemon(3) else { return };
+    let d = daemon(3);
     let ctx = d.open();
     let ch = CompChannel::new().unwrap();
     let p = Pair::with(&ctx, QpType::Rc, None, Some(&ch));
@@ -278,7 +277,7 @@ fn completion_channel_events() {
 
 #[test]
 fn srq_feeds_a_qp_and_reports_its_limit() {
-    let Some(d) = daemon(4) else { return };
+    let d = daemon(4);
     let ctx = d.open();
     let pd = Pd::alloc(&ctx).unwrap();
     let srq = Srq::create(&pd, 16, 2, 0, 0x5e1).unwrap();
@@ -326,7 +325,7 @@ fn srq_feeds_a_qp_and_reports_its_limit() {
 
 #[test]
 fn cq_resize_keeps_unpolled_completions() {
-    let Some(d) = daemon(5) else { return };
+    let d = daemon(5);
     let ctx = d.open();
     let p = Pair::new(&ctx, QpType::Rc);
     let mut ba = MrBuf::new(&p.pd, 4096, ALL_ACCESS).unwrap();
@@ -349,7 +348,7 @@ fn cq_resize_keeps_unpolled_completions() {
 
 #[test]
 fn threads_post_to_one_qp() {
-    let Some(d) = daemon(6) else { return };
+    let d = daemon(6);
     let ctx = d.open();
     let p = Pair::new(&ctx, QpType::Rc);
     let bb = MrBuf::new(&p.pd, 4096, ALL_ACCESS).unwrap();
@@ -391,7 +390,7 @@ fn threads_post_to_one_qp() {
 
 #[test]
 fn error_paths() {
-    let Some(d) = daemon(7) else { return };
+    let d = daemon(7);
     let ctx = d.open();
     let pd = Pd::alloc(&ctx).unwrap();
     let cq = Cq::create(&ctx, 16, 0, None, 1).unwrap();
@@ -459,7 +458,7 @@ fn error_paths() {
 /// here rather than read from the table it checks.
 #[test]
 fn post_send_checks_every_opcode_on_every_qp_type() {
-    let Some(d) = daemon(8) else { return };
+    let d = daemon(8);
     let ctx = d.open();
     let accepted: [(QpType, &[u32]); 3] = [
         (QpType::Rc, &[0, 1, 2, 3, 4, 5, 6, 9, 14, 15]),
@@ -515,7 +514,7 @@ fn post_send_checks_every_opcode_on_every_qp_type() {
 /// refused at post time and the QP stays usable.
 #[test]
 fn send_with_inv_on_uc_is_refused_at_post_time() {
-    let Some(d) = daemon(9) else { return };
+    let d = daemon(9);
     let ctx = d.open();
     let p = Pair::new(&ctx, QpType::Uc);
     let mut ba = MrBuf::new(&p.pd, 4096, ALL_ACCESS).unwrap();

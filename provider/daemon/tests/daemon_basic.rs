@@ -8,11 +8,9 @@
 
 use std::fs::OpenOptions;
 use std::net::{IpAddr, UdpSocket};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rxu_abi::proto::abi::{Cqe, RecvSlot, SendSlot, CQE_SIZE};
@@ -20,6 +18,10 @@ use rxu_abi::proto::fdpass::{recv_msg, send_msg};
 use rxu_abi::proto::{self, AhAttr, QpAttr, QpCap, QpType, Request, Response, MAX_MSG};
 use rxu_abi::ring::{Consumer, Doorbell, Producer, Ring};
 use rxu_client::Wc;
+use rxu_testkit::bins;
+use rxu_testkit::runtime::scratch_dir;
+use rxu_testkit::sock::connect;
+use rxu_testkit::{seqpacket_pair, Daemon};
 use rxud::verbs::{self, mask};
 use transport::verbs::{Sge, WrOpcode};
 
@@ -27,118 +29,12 @@ const LOCAL_WRITE: u32 = 1;
 const REMOTE_WRITE: u32 = 2;
 const SIGNALED: u32 = 2;
 
-struct Daemon {
-    child: Child,
-    dir: PathBuf,
-    name: String,
-}
-
-impl Daemon {
-    fn start(tag: &str, addr: IpAddr, port: u16) -> Daemon {
-        let dir = std::env::temp_dir().join(format!("rxud-test-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let name = format!("rxut{tag}");
-        let log = std::fs::File::create(dir.join("log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_rxud"))
-            .args([
-                "--name",
-                &name,
-                "--addr",
-                &addr.to_string(),
-                "--port",
-                &port.to_string(),
-            ])
-            .args(["--mtu", "65536"])
-            .env("RXU_RUNTIME_DIR", &dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let d = Daemon { child, dir, name };
-        let sock = d.socket();
-        let end = Instant::now() + Duration::from_secs(20);
-        while !sock.exists() {
-            assert!(Instant::now() < end, "no socket; log:\n{}", d.log());
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        d
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.dir.join(format!("{}.sock", self.name))
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
-    }
-
-    /// Waits (bounded) for the daemon to exit; returns its status code.
-    fn wait_exit(&mut self) -> Option<i32> {
-        let end = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < end {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st.code();
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        None
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill with the pid of our own child.
-        unsafe { libc::kill(self.child.id() as i32, sig) };
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn connect(path: &Path) -> OwnedFd {
-    // SAFETY: plain socket(2).
-    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
-    assert!(fd >= 0);
-    // SAFETY: fd is new and ours.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: sockaddr_un is plain data.
-    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    for (d, &s) in sa.sun_path.iter_mut().zip(path.as_os_str().as_bytes()) {
-        *d = s as libc::c_char;
-    }
-    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-    // SAFETY: sa is a valid sockaddr_un.
-    let r = unsafe {
-        libc::connect(
-            fd.as_raw_fd(),
-            (&sa as *const libc::sockaddr_un).cast(),
-            len,
-        )
-    };
-    assert_eq!(r, 0, "connect: {}", std::io::Error::last_os_error());
-    fd
-}
-
-fn seqpacket_pair() -> (OwnedFd, OwnedFd) {
-    let mut sv = [0; 2];
-    // SAFETY: sv is a valid 2-element array.
-    let r = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            sv.as_mut_ptr(),
-        )
-    };
-    assert_eq!(r, 0);
-    // SAFETY: both fds are new and ours.
-    unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) }
+/// rxud `rxut<tag>` on `addr`:`port`, in a runtime directory of its own.
+fn start(tag: &str, addr: IpAddr, port: u16) -> Daemon {
+    Daemon::spawn(&format!("rxut{tag}"), addr)
+        .args(&["--port", &port.to_string(), "--mtu", "65536"])
+        .own_dir(scratch_dir(&format!("rxud-test-{tag}")))
+        .start()
 }
 
 fn call(sock: &OwnedFd, req: &Request, fds: &[BorrowedFd<'_>]) -> (Response, Vec<OwnedFd>) {
@@ -357,7 +253,7 @@ fn app_clients(admin: &OwnedFd) -> Vec<rxu_abi::proto::ClientStatus> {
 #[test]
 fn send_and_write_between_two_rc_qps_then_cleanup() {
     let addr: IpAddr = "127.0.78.1".parse().unwrap();
-    let mut d = Daemon::start("1", addr, 24801);
+    let mut d = start("1", addr, 24801);
     let a = app(&d);
     let pd = match ok(&a.sock, Request::AllocPd).0 {
         Response::Pd { pd } => pd,
@@ -427,7 +323,7 @@ fn send_and_write_between_two_rc_qps_then_cleanup() {
     push(&mut qa.sq, &a.bell, &slot);
 
     let mut got = pop_cqes(&mut cq_ring, 3);
-    assert_eq!(got.len(), 3, "completions {got:?}; log:\n{}", d.log());
+    assert_eq!(got.len(), 3, "completions {got:?}; log:\n{}", d.log_text());
     got.sort_by_key(|c| c.wr_id);
     for c in &got {
         assert_eq!(c.status, 0, "{c:?}");
@@ -481,15 +377,15 @@ fn send_and_write_between_two_rc_qps_then_cleanup() {
     // No applications: a plain shutdown is accepted and the daemon leaves
     // no files behind.
     ok(&adm, Request::Shutdown { force: false });
-    assert_eq!(d.wait_exit(), Some(0), "log:\n{}", d.log());
+    assert_eq!(d.wait_exit(), Some(0), "log:\n{}", d.log_text());
     assert!(!d.socket().exists());
-    assert!(!d.dir.join(format!("{}.pid", d.name)).exists());
+    assert!(!d.dir().join(format!("{}.pid", d.name)).exists());
 }
 
 #[test]
 fn garbage_disconnects_only_its_sender_and_sigterm_is_clean() {
     let addr: IpAddr = "127.0.78.2".parse().unwrap();
-    let mut d = Daemon::start("2", addr, 24802);
+    let mut d = start("2", addr, 24802);
     let good = app(&d);
     let bad = connect(&d.socket());
     // Refused requests get errors and the connection stays...
@@ -521,7 +417,7 @@ fn garbage_disconnects_only_its_sender_and_sigterm_is_clean() {
         r => panic!("{r:?}"),
     }
     d.signal(libc::SIGTERM);
-    assert_eq!(d.wait_exit(), Some(0), "log:\n{}", d.log());
+    assert_eq!(d.wait_exit(), Some(0), "log:\n{}", d.log_text());
     // The application hears IBV_EVENT_DEVICE_FATAL, then EOF.
     let mut ev = [0u8; 16];
     let (n, _) = recv_msg(good._async_rd.as_fd(), &mut ev, 0).unwrap();
@@ -535,10 +431,9 @@ fn start_up_errors_are_clear() {
     // Port in use.
     let addr: IpAddr = "127.0.78.3".parse().unwrap();
     let _holder = UdpSocket::bind((addr, 24803)).unwrap();
-    let dir = std::env::temp_dir().join(format!("rxud-test-{}-3", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("rxud-test-3");
     let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_rxud"))
+        Command::new(bins::rxud())
             .args(args)
             .env("RXU_RUNTIME_DIR", &dir)
             .output()
@@ -564,35 +459,24 @@ fn start_up_errors_are_clear() {
 #[test]
 fn stale_socket_replaced_live_one_refused() {
     let addr: IpAddr = "127.0.78.4".parse().unwrap();
-    let dir = std::env::temp_dir().join(format!("rxud-test-{}-4", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("rxud-test-4");
     // A socket file nobody listens on.
     drop(std::os::unix::net::UnixListener::bind(dir.join("rxut4.sock")).unwrap());
-    let mut d = Daemon {
-        child: Command::new(env!("CARGO_BIN_EXE_rxud"))
-            .args(["--name", "rxut4", "--addr", "127.0.78.4", "--port", "24804"])
-            .env("RXU_RUNTIME_DIR", &dir)
-            .stderr(std::fs::File::create(dir.join("log")).unwrap())
-            .spawn()
-            .unwrap(),
-        dir: dir.clone(),
-        name: "rxut4".into(),
-    };
-    let end = Instant::now() + Duration::from_secs(20);
-    loop {
-        assert!(Instant::now() < end, "log:\n{}", d.log());
-        if d.log().contains("control socket") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut d = Daemon::spawn("rxut4", addr)
+        .args(&["--port", "24804"])
+        .own_dir(dir.clone())
+        .start();
+    assert!(
+        d.log_text().contains("control socket"),
+        "log:\n{}",
+        d.log_text()
+    );
     let _adm = admin(&d);
     let meta = std::fs::metadata(d.socket()).unwrap();
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
     // A second daemon for the same device refuses to start.
-    let out = Command::new(env!("CARGO_BIN_EXE_rxud"))
+    let out = Command::new(bins::rxud())
         .args(["--name", "rxut4", "--addr", "127.0.78.5", "--port", "24804"])
         .env("RXU_RUNTIME_DIR", &dir)
         .output()
@@ -601,7 +485,6 @@ fn stale_socket_replaced_live_one_refused() {
     assert!(err.contains("already running"), "{err}");
     d.signal(libc::SIGINT);
     assert_eq!(d.wait_exit(), Some(0));
-    let _ = addr;
 }
 
 /// Figures for the report, not a check: SEND ping-pong round trip and
@@ -612,7 +495,7 @@ fn stale_socket_replaced_live_one_refused() {
 #[ignore]
 fn bench_pingpong_and_write_goodput() {
     let addr: IpAddr = "127.0.78.6".parse().unwrap();
-    let d = Daemon::start("6", addr, 24806);
+    let d = start("6", addr, 24806);
     let a = app(&d);
     let pd = match ok(&a.sock, Request::AllocPd).0 {
         Response::Pd { pd } => pd,
@@ -784,7 +667,7 @@ fn cpu_ticks(pid: u32) -> u64 {
 #[test]
 fn idle_daemon_with_connected_qps_sleeps() {
     let addr: IpAddr = "127.0.78.7".parse().unwrap();
-    let d = Daemon::start("7", addr, 24807);
+    let d = start("7", addr, 24807);
     let a = app(&d);
     let pd = match ok(&a.sock, Request::AllocPd).0 {
         Response::Pd { pd } => pd,
@@ -809,9 +692,9 @@ fn idle_daemon_with_connected_qps_sleeps() {
     to_rts(&a, qa.qpn, qb.qpn, addr);
     to_rts(&a, qb.qpn, qa.qpn, addr);
     std::thread::sleep(Duration::from_millis(50));
-    let before = cpu_ticks(d.child.id());
+    let before = cpu_ticks(d.pid());
     std::thread::sleep(Duration::from_millis(500));
-    let used = cpu_ticks(d.child.id()) - before;
+    let used = cpu_ticks(d.pid()) - before;
     // 100 ticks a second: a spinning daemon would show ~50.
     assert!(used <= 5, "idle daemon used {used} ticks in 0.5 s");
 }

@@ -4,73 +4,20 @@
 //! IBV_EVENT_DEVICE_FATAL, blocked waits return, outstanding work comes
 //! back as WR_FLUSH_ERR completions, and later calls fail with EIO.
 
-mod client_util;
-
 use std::net::Ipv4Addr;
-use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use client_util::{runtime_dir, rxud, Pair};
 use rxu_client::*;
-
-/// A daemon this test kills itself.
-struct Victim {
-    name: String,
-    child: Child,
-}
-
-impl Victim {
-    fn start(name: &str, addr: Ipv4Addr) -> Option<Victim> {
-        let Some(bin) = rxud() else {
-            eprintln!("skipped: no rxud binary in this build");
-            return None;
-        };
-        let dir = runtime_dir();
-        let child = Command::new(bin)
-            .args(["--name", name, "--addr", &addr.to_string()])
-            .env("RXU_RUNTIME_DIR", dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut v = Victim {
-            name: name.into(),
-            child,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Context::open_admin(name).is_err() {
-            assert!(v.child.try_wait().unwrap().is_none(), "rxud exited");
-            assert!(Instant::now() < deadline, "rxud did not come up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        v.name = name.into();
-        Some(v)
-    }
-
-    fn kill9(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Victim {
-    fn drop(&mut self) {
-        if let Ok(a) = Context::open_admin(&self.name) {
-            let _ = a.shutdown(true);
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use rxu_testkit::verbs::{Pair, ALL_ACCESS};
+use rxu_testkit::Daemon;
 
 const WAIT: Duration = Duration::from_secs(5);
 
 /// Work left outstanding on `p.a`: three receives nobody sends to, and
 /// three sends `b` has no receive for (RNR-retried forever).
 fn leave_work_outstanding(p: &Pair) -> MrBuf {
-    let buf = MrBuf::new(&p.pd, 4096, client_util::ALL_ACCESS).unwrap();
+    let buf = MrBuf::new(&p.pd, 4096, ALL_ACCESS).unwrap();
     let sge = [buf.sge(0, 64)];
     for i in 0..3 {
         p.a.post_recv(&[RecvWr::new(100 + i, &sge)]).unwrap();
@@ -105,9 +52,7 @@ fn poll_until_error(cq: &Cq) -> (Vec<Wc>, Error) {
 
 #[test]
 fn sigkill_gives_device_fatal_flush_errors_and_eio() {
-    let Some(mut d) = Victim::start("rxuf1", Ipv4Addr::new(127, 0, 88, 1)) else {
-        return;
-    };
+    let mut d = Daemon::start("rxuf1", Ipv4Addr::new(127, 0, 88, 1));
     let ctx = Context::open("rxuf1").unwrap();
     let ch = CompChannel::new().unwrap();
     let p = Pair::with(&ctx, QpType::Rc, None, Some(&ch));
@@ -130,7 +75,7 @@ fn sigkill_gives_device_fatal_flush_errors_and_eio() {
     std::thread::sleep(Duration::from_millis(50));
 
     let t0 = Instant::now();
-    d.kill9();
+    d.kill();
     let mut heard: Vec<String> = (0..2).map(|_| rx.recv_timeout(WAIT).unwrap()).collect();
     heard.sort();
     assert_eq!(
@@ -173,9 +118,7 @@ fn sigkill_gives_device_fatal_flush_errors_and_eio() {
 
 #[test]
 fn a_stopping_daemon_says_device_fatal_once() {
-    let Some(_d) = Victim::start("rxuf2", Ipv4Addr::new(127, 0, 88, 2)) else {
-        return;
-    };
+    let _d = Daemon::start("rxuf2", Ipv4Addr::new(127, 0, 88, 2));
     let ctx = Context::open("rxuf2").unwrap();
     let p = Pair::new(&ctx, QpType::Rc);
     let _buf = leave_work_outstanding(&p);

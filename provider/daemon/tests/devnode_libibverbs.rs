@@ -10,12 +10,13 @@
 //!   it read from our `node_guid` file. (Real devices must never be named
 //!   like that; contract §1.5.)
 //!
-//! Needs root (/dev/infiniband is not relocatable) and ibverbs-utils; skips
-//! with a message otherwise.
+//! Needs root (/dev/infiniband is not relocatable) and ibverbs-utils;
+//! skips loudly otherwise.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use rxu_testkit::{have, is_root, skip};
 use rxud::devnode::{format, CdevKind, DevNode, DeviceDesc, Paths, DEFAULT_DEV_DIR};
 
 /// The temporary sysfs root, and the /dev nodes this test may have made
@@ -29,19 +30,6 @@ impl Drop for TestDir {
             let _ = std::fs::remove_file(node);
         }
     }
-}
-
-fn find_tool(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| Path::new(d).join(name))
-        .find(|p| p.is_file())
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// (stdout, stderr) of `ibv_devices` against the tree.
@@ -63,13 +51,14 @@ fn ibv_devices(tool: &Path, sysfs: &Path) -> (String, String) {
 #[test]
 fn ibv_devices_reads_the_tree() {
     if !is_root() {
-        println!("SKIP ibv_devices_reads_the_tree: needs root to create {DEFAULT_DEV_DIR}/uverbsN");
+        skip(&format!("needs root to create {DEFAULT_DEV_DIR}/uverbsN"));
         return;
     }
-    let Some(tool) = find_tool("ibv_devices") else {
-        println!("SKIP ibv_devices_reads_the_tree: ibv_devices (ibverbs-utils) not installed");
+    if !have("ibv_devices") {
+        skip("ibv_devices (ibverbs-utils) not installed");
         return;
-    };
+    }
+    let tool = Path::new("ibv_devices");
     let pid = std::process::id();
     // Indices far from anything real and unique per run.
     let base = 1_000_000 + (pid % 100_000) * 8;
@@ -97,7 +86,7 @@ fn ibv_devices_reads_the_tree() {
             desc.ibdev
         );
 
-        let (_, err) = ibv_devices(&tool, &paths.sysfs);
+        let (_, err) = ibv_devices(tool, &paths.sysfs);
         assert!(
             err.contains(&warning),
             "{kind:?}: libibverbs did not enumerate it: {err}"
@@ -110,12 +99,12 @@ fn ibv_devices_reads_the_tree() {
         let cdev = Path::new(DEFAULT_DEV_DIR).join(node.uverbs_name());
         let saved = cdev.with_file_name(format!(".rxu-test-saved-{pid}"));
         std::fs::rename(&cdev, &saved).unwrap();
-        let (_, err) = ibv_devices(&tool, &paths.sysfs);
+        let (_, err) = ibv_devices(tool, &paths.sysfs);
         std::fs::rename(&saved, &cdev).unwrap();
         assert!(!err.contains(&warning), "{err}");
 
         node.remove().unwrap();
-        let (_, err) = ibv_devices(&tool, &paths.sysfs);
+        let (_, err) = ibv_devices(tool, &paths.sysfs);
         assert!(!err.contains(&warning), "still listed after remove: {err}");
     }
 
@@ -129,7 +118,7 @@ fn ibv_devices_reads_the_tree() {
         );
         desc.node_guid = 0x0211_22ff_fe33_4455;
         let node = DevNode::create(&paths, &desc).unwrap();
-        let (out, err) = ibv_devices(&tool, &paths.sysfs);
+        let (out, err) = ibv_devices(tool, &paths.sysfs);
         node.remove().unwrap();
         let line = out
             .lines()

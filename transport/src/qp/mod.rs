@@ -8,6 +8,8 @@
 //! BTH..pad with room for the ICRC), [`Qp::poll_completion`],
 //! [`Qp::poll_timeout`]. Memory is reached only through [`Memory`].
 
+#![forbid(unsafe_code)]
+
 pub mod memory;
 pub mod types;
 

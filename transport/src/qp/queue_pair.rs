@@ -1,8 +1,5 @@
 //! The queue pair: public face of the requester, responder and completer.
 //!
-//! CONTRACT (shared with the engine and, later, the provider): the
-//! signatures below change only by agreement.
-//!
 //! This file is the glue: QP state, attributes, posting, flushing and the
 //! dispatch of packets and timers to the requester (`requester.rs`), the
 //! completer (`completer.rs`) and the responder (`responder.rs`,

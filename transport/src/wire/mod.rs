@@ -9,6 +9,8 @@
 //!
 //! Parsing never panics: any malformed input comes back as [`WireError`].
 
+#![forbid(unsafe_code)]
+
 pub mod bth;
 pub mod ext;
 pub mod icrc;

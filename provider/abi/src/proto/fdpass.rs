@@ -1,9 +1,73 @@
-//! Sending and receiving one seqpacket message with file descriptors
-//! (SCM_RIGHTS). Used by both ends of the control socket.
+//! The control socket's plumbing, used by both ends: connecting a
+//! `SOCK_SEQPACKET` socket, socket pairs (event channels), and sending and
+//! receiving one message with file descriptors (SCM_RIGHTS).
 
 use super::{MAX_FDS, MAX_MSG};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// A connected `SOCK_SEQPACKET` socket to the Unix socket at `path`.
+pub fn connect_seqpacket(path: &Path) -> io::Result<OwnedFd> {
+    // SAFETY: sockaddr_un is plain data; all-zero is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "socket path too long",
+        ));
+    }
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: socket takes integer arguments and returns a new fd or -1.
+    let raw = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: socket just returned this descriptor; nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    loop {
+        // SAFETY: addr is a valid sockaddr_un of `len` bytes on our stack.
+        let r = unsafe {
+            libc::connect(
+                fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_un).cast(),
+                len,
+            )
+        };
+        if r == 0 {
+            return Ok(fd);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// A `SOCK_SEQPACKET` socket pair, both ends blocking and close-on-exec.
+pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut sv = [0; 2];
+    // SAFETY: sv is a valid 2-element array for socketpair to fill.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            sv.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: socketpair succeeded, so both fds are fresh and ours.
+    unsafe { Ok((OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1]))) }
+}
 
 /// Room for MAX_FDS descriptors in a control message (CMSG_SPACE).
 const CMSG_BUF: usize = 64;
@@ -135,25 +199,9 @@ mod tests {
     use std::io::{Read, Write};
     use std::os::fd::AsFd;
 
-    fn seqpacket_pair() -> (OwnedFd, OwnedFd) {
-        let mut sv = [0; 2];
-        // SAFETY: sv is a valid 2-element array for socketpair to fill.
-        let r = unsafe {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-                0,
-                sv.as_mut_ptr(),
-            )
-        };
-        assert_eq!(r, 0);
-        // SAFETY: socketpair succeeded, so both fds are fresh and ours.
-        unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) }
-    }
-
     #[test]
     fn message_with_fds_round_trips() {
-        let (a, b) = seqpacket_pair();
+        let (a, b) = seqpacket_pair().unwrap();
         let (mut p0, p1) = std::os::unix::net::UnixStream::pair().unwrap();
         send_msg(a.as_fd(), b"hello", &[p1.as_fd()]).unwrap();
         drop(p1);
@@ -170,7 +218,7 @@ mod tests {
 
     #[test]
     fn boundaries_kept_and_close_seen() {
-        let (a, b) = seqpacket_pair();
+        let (a, b) = seqpacket_pair().unwrap();
         send_msg(a.as_fd(), b"one", &[]).unwrap();
         send_msg(a.as_fd(), b"two!", &[]).unwrap();
         drop(a);
@@ -182,9 +230,16 @@ mod tests {
 
     #[test]
     fn oversized_message_is_an_error() {
-        let (a, b) = seqpacket_pair();
+        let (a, b) = seqpacket_pair().unwrap();
         send_msg(a.as_fd(), &[1u8; 100], &[]).unwrap();
         let mut buf = [0u8; 10];
         assert!(recv_msg(b.as_fd(), &mut buf, 0).is_err());
+    }
+
+    #[test]
+    fn connect_to_nothing_fails() {
+        let dir = std::env::temp_dir().join(format!("rxu-sock-test-{}", std::process::id()));
+        let e = connect_seqpacket(&dir.join("none.sock")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
     }
 }

@@ -1,6 +1,6 @@
 //! The control protocol between clients and `rxud` (the slow path).
 //!
-//! CONTRACT shared by the daemon, the client library and the `rxu` tool.
+//! Shared by the daemon, the client library and the `rxu` tool.
 //!
 //! Transport: a Unix `SOCK_SEQPACKET` socket (`<runtime dir>/<device>.sock`,
 //! mode 0600). Seqpacket keeps message boundaries and carries SCM_RIGHTS,

@@ -38,10 +38,11 @@ impl Doorbell {
         }
         // SAFETY: fcntl on a descriptor we own, with integer arguments only.
         let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
-        // SAFETY: as above.
-        if flags < 0
-            || unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0
-        {
+        if flags < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fcntl on a descriptor we own, with integer arguments only.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(Self { file: fd.into() })

@@ -1,6 +1,5 @@
 //! Registered client memory, as the daemon reaches it.
 //!
-//! CONTRACT (used by the daemon).
 //! Each client hands the daemon its `/proc/self/mem` (opened O_RDWR by the
 //! client itself, so no ptrace permission is needed by the daemon) at
 //! `Hello`; the daemon reads and writes registered memory with

@@ -2,81 +2,21 @@
 //! programs) against an rxu device brought up with `rxu up` and the
 //! provider loaded through RDMAV_DRIVERS.
 //!
-//! Every device gets its own runtime directory and 127.0.5.x address, every
-//! program run is bounded by a timeout (killed after it), and a failing run
-//! prints the programs' output. Tests skip, saying why, when they cannot
-//! run here (not root: `rxu up` creates /dev/infiniband/uverbsN; a tool
-//! not installed).
-
-#![allow(dead_code)]
+//! Every device gets its own runtime directory, every program run is
+//! bounded by a timeout (killed after it), and a failing run prints the
+//! programs' output. [`Dev::up`] and [`compile_c`] skip (see
+//! [`crate::skip`]) when the machine cannot run them: not root (`rxu up`
+//! creates /dev/infiniband/uverbsN), a tool or the verbs headers not
+//! installed.
 
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-/// One test at a time: each runs a daemon and pairs of busy-polling
-/// programs, and the machine may have two cores.
-pub fn serial() -> MutexGuard<'static, ()> {
-    static M: Mutex<()> = Mutex::new(());
-    M.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    // /proc/self belongs to the effective uid.
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-}
-
-/// Whether `tool` is on PATH.
-pub fn have(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-        .unwrap_or(false)
-}
-
-/// target/<profile> of this test executable (target/<profile>/deps/x).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps")
-        .to_owned()
-}
-
-/// Builds rxu, rxud and the provider with this test's profile (cargo is
-/// not holding the build lock while tests run) and returns target/<profile>.
-fn built() -> Result<&'static Path, String> {
-    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = profile_dir();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args([
-            "build", "-p", "rxud", "-p", "rxu-cli", "-p", "ffi", "--bins", "--lib",
-        ]);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        let out = cmd.output().map_err(|e| format!("running cargo: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "cargo build failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        for f in ["rxu", "rxud", "librxu.so"] {
-            if !dir.join(f).is_file() {
-                return Err(format!("{} missing after the build", dir.join(f).display()));
-            }
-        }
-        Ok(dir)
-    })
-    .as_deref()
-    .map_err(Clone::clone)
-}
+use crate::runtime::scratch_dir;
+use crate::{bins, have, is_root, skip};
 
 /// A device that is up, with the environment a verbs program needs.
 pub struct Dev {
@@ -88,25 +28,22 @@ pub struct Dev {
 }
 
 impl Dev {
-    /// Brings up `name` on `addr`; None (after printing why) when the test
+    /// Brings up `name` on `addr`; None (after [`skip`]) when the test
     /// cannot run here. `tools` must be installed.
     pub fn up(name: &str, addr: &str, tools: &[&str]) -> Option<Dev> {
         if !is_root() {
-            eprintln!("skipped: needs root (rxu up creates /dev/infiniband/uverbsN)");
+            skip("needs root (rxu up creates /dev/infiniband/uverbsN)");
             return None;
         }
         if let Some(t) = tools.iter().find(|t| !have(t)) {
-            eprintln!("skipped: {t} is not installed (scripts/install-deps)");
+            skip(&format!("{t} is not installed (scripts/install-deps)"));
             return None;
         }
-        let dir = built().unwrap_or_else(|e| panic!("{e}"));
-        let rt = std::env::temp_dir().join(format!("rxu-verbs-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&rt);
-        std::fs::create_dir_all(&rt).unwrap();
+        let rt = scratch_dir(&format!("verbs-{name}"));
         // A private copy: a rebuild must not swap the file under a program.
         let lib = rt.join("librxu-rdmav34.so");
-        std::fs::copy(dir.join("librxu.so"), &lib).unwrap();
-        let rxu = dir.join("rxu");
+        std::fs::copy(bins::provider_lib(), &lib).unwrap();
+        let rxu = bins::rxu();
         let out = Command::new(&rxu)
             .args(["up", "--addr", addr, "--name", name])
             .env("RXU_RUNTIME_DIR", &rt)
@@ -390,15 +327,16 @@ impl Pair {
     }
 }
 
-/// Compiles a C program from tests/c against libibverbs; None (after
-/// printing why) without a C compiler or the verbs headers.
+/// Compiles `tests/c/<name>.c` against libibverbs into `out_dir`; None
+/// (after [`skip`]) without a C compiler or the verbs headers.
 pub fn compile_c(name: &str, out_dir: &Path) -> Option<PathBuf> {
     if !Path::new("/usr/include/infiniband/verbs.h").exists() {
-        eprintln!("skipped: infiniband/verbs.h not installed (libibverbs-dev)");
+        skip("infiniband/verbs.h not installed (libibverbs-dev)");
         return None;
     }
+    // tests/c beside this crate (tests/kit).
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("c")
+        .join("../c")
         .join(format!("{name}.c"));
     let exe = out_dir.join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
@@ -411,7 +349,7 @@ pub fn compile_c(name: &str, out_dir: &Path) -> Option<PathBuf> {
     {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("skipped: no C compiler ({cc}: {e})");
+            skip(&format!("no C compiler ({cc}: {e})"));
             return None;
         }
     };
