@@ -6,14 +6,19 @@
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 
+use transport::engine::Engine;
 use transport::qp::{wc_flags, Completion};
 
+use crate::mem::DeviceMemory;
 use crate::verbs;
 use rxu_abi::proto::abi::{Cqe, CQE_SIZE};
 use rxu_abi::proto::Response;
 use rxu_abi::ring::Ring;
 
-use super::device::{refuse, DaemonCounters, Device, Handled, Refused, Reply, EMPTY_COMPLETION};
+use super::counters::DaemonCounters;
+use super::device::{drain_engine_cq, Device, EMPTY_COMPLETION};
+use super::objects::Objects;
+use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::{event, Cq};
 use super::sys;
 
@@ -171,139 +176,144 @@ fn notify(cq: &mut Cq, maybe_solicited: bool, counters: &mut DaemonCounters) {
     }
 }
 
-impl Device {
-    pub(super) fn create_cq(
-        &mut self,
-        id: u32,
-        cqe: u32,
-        comp_vector: u32,
-        user_handle: u64,
-        channel: bool,
-        fds: Vec<OwnedFd>,
-    ) -> Handled {
-        if cqe == 0 || cqe > self.dev_attr.max_cqe {
-            return refuse(
-                libc::EINVAL,
-                format!("cqe {cqe} not in 1..={}", self.dev_attr.max_cqe),
-            );
-        }
-        if comp_vector != 0 {
-            return refuse(libc::EINVAL, "the device has one completion vector");
-        }
-        let channel = match (channel, fds.len()) {
-            (false, 0) => None,
-            (true, 1) => {
-                let fd = fds.into_iter().next();
-                match fd {
-                    Some(fd) if sys::is_socket(fd.as_fd()) => Some(fd),
-                    _ => return refuse(libc::EINVAL, "the completion channel fd is not a socket"),
-                }
+pub(super) fn create(
+    objects: &mut Objects,
+    id: u32,
+    cqe: u32,
+    comp_vector: u32,
+    user_handle: u64,
+    channel: bool,
+    fds: Vec<OwnedFd>,
+) -> Handled {
+    let a = objects.attr();
+    let (max_cqe, max_cq) = (a.max_cqe, a.max_cq as usize);
+    if cqe == 0 || cqe > max_cqe {
+        return refuse(libc::EINVAL, format!("cqe {cqe} not in 1..={max_cqe}"));
+    }
+    if comp_vector != 0 {
+        return refuse(libc::EINVAL, "the device has one completion vector");
+    }
+    let channel = match (channel, fds.len()) {
+        (false, 0) => None,
+        (true, 1) => {
+            let fd = fds.into_iter().next();
+            match fd {
+                Some(fd) if sys::is_socket(fd.as_fd()) => Some(fd),
+                _ => return refuse(libc::EINVAL, "the completion channel fd is not a socket"),
             }
-            _ => return refuse(libc::EINVAL, "a channel CQ carries exactly one fd"),
-        };
-        if self.count(|s| s.cqs.len()) >= self.dev_attr.max_cq as usize {
-            return refuse(libc::ENOMEM, "device CQ limit reached");
         }
-        let (slots, granted) = cq_geometry(cqe);
-        let (ring, fd) = Ring::create("rxu-cq", CQE_SIZE as u32, slots).map_err(|e| Refused {
-            errno: libc::ENOMEM,
-            msg: format!("CQ ring: {e}"),
-        })?;
-        let cq_id = self.alloc_cq_id();
-        let s = self.session(id)?;
-        let h = s.new_handle();
-        s.cqs.insert(
-            h,
-            Cq {
-                id: cq_id,
-                cqe: granted,
-                user_handle,
-                ring: ring.into_producer(),
-                backlog: VecDeque::new(),
-                channel,
-                overrun: false,
-            },
+        _ => return refuse(libc::EINVAL, "a channel CQ carries exactly one fd"),
+    };
+    if objects.count(|s| s.cqs.len()) >= max_cq {
+        return refuse(libc::ENOMEM, "device CQ limit reached");
+    }
+    let (slots, granted) = cq_geometry(cqe);
+    let (ring, fd) = Ring::create("rxu-cq", CQE_SIZE as u32, slots).map_err(|e| Refused {
+        errno: libc::ENOMEM,
+        msg: format!("CQ ring: {e}"),
+    })?;
+    let cq_id = objects.alloc_cq_id();
+    let s = objects.session_mut(id)?;
+    let h = s.new_handle();
+    s.cqs.insert(
+        h,
+        Cq {
+            id: cq_id,
+            cqe: granted,
+            user_handle,
+            ring: ring.into_producer(),
+            backlog: VecDeque::new(),
+            channel,
+            overrun: false,
+        },
+    );
+    Ok(Reply::with_fds(
+        Response::Cq {
+            cq: h,
+            cqe: granted,
+        },
+        vec![fd],
+    ))
+}
+
+pub(super) fn resize(objects: &mut Objects, id: u32, h: u32, cqe: u32) -> Handled {
+    let max = objects.attr().max_cqe;
+    let s = objects.session_mut(id)?;
+    let Some(cq) = s.cqs.get_mut(&h) else {
+        return refuse(libc::EINVAL, format!("no CQ {h}"));
+    };
+    if cqe == 0 || cqe > max {
+        return refuse(libc::EINVAL, format!("cqe {cqe} not in 1..={max}"));
+    }
+    let unread = cq.ring.len().unwrap_or(0) as usize + cq.backlog.len();
+    if (cqe as usize) < unread {
+        return refuse(
+            libc::EINVAL,
+            format!("{unread} completions unread, more than {cqe}"),
         );
-        Ok(Reply::with_fds(
-            Response::Cq {
-                cq: h,
-                cqe: granted,
-            },
-            vec![fd],
-        ))
     }
-
-    pub(super) fn resize_cq(&mut self, id: u32, h: u32, cqe: u32) -> Handled {
-        let max = self.dev_attr.max_cqe;
-        let s = self.session(id)?;
-        let Some(cq) = s.cqs.get_mut(&h) else {
-            return refuse(libc::EINVAL, format!("no CQ {h}"));
-        };
-        if cqe == 0 || cqe > max {
-            return refuse(libc::EINVAL, format!("cqe {cqe} not in 1..={max}"));
+    let (slots, granted) = cq_geometry(cqe);
+    let (ring, fd) = Ring::create("rxu-cq", CQE_SIZE as u32, slots).map_err(|e| Refused {
+        errno: libc::ENOMEM,
+        msg: format!("CQ ring: {e}"),
+    })?;
+    let mut new = ring.into_producer();
+    // Unread entries move over, oldest first; the client switches to
+    // the new ring after this reply, holding its CQ lock meanwhile.
+    let mut buf = [0u8; CQE_SIZE];
+    let mut lost = 0usize;
+    let _ = cq.ring.read_unconsumed(&mut buf, |b| {
+        if !matches!(new.try_push(b), Ok(true)) {
+            lost += 1;
         }
-        let unread = cq.ring.len().unwrap_or(0) as usize + cq.backlog.len();
-        if (cqe as usize) < unread {
-            return refuse(
-                libc::EINVAL,
-                format!("{unread} completions unread, more than {cqe}"),
-            );
+    });
+    debug_assert_eq!(lost, 0, "new ring holds every unread entry");
+    cq.ring = new;
+    cq.cqe = granted;
+    cq.overrun = false;
+    let mut b = [0u8; CQE_SIZE];
+    while let Some(e) = cq.backlog.front() {
+        if e.encode(&mut b).is_err() || !matches!(cq.ring.try_push(&b), Ok(true)) {
+            break;
         }
-        let (slots, granted) = cq_geometry(cqe);
-        let (ring, fd) = Ring::create("rxu-cq", CQE_SIZE as u32, slots).map_err(|e| Refused {
-            errno: libc::ENOMEM,
-            msg: format!("CQ ring: {e}"),
-        })?;
-        let mut new = ring.into_producer();
-        // Unread entries move over, oldest first; the client switches to
-        // the new ring after this reply, holding its CQ lock meanwhile.
-        let mut buf = [0u8; CQE_SIZE];
-        let mut lost = 0usize;
-        let _ = cq.ring.read_unconsumed(&mut buf, |b| {
-            if !matches!(new.try_push(b), Ok(true)) {
-                lost += 1;
-            }
-        });
-        debug_assert_eq!(lost, 0, "new ring holds every unread entry");
-        cq.ring = new;
-        cq.cqe = granted;
-        cq.overrun = false;
-        let mut b = [0u8; CQE_SIZE];
-        while let Some(e) = cq.backlog.front() {
-            if e.encode(&mut b).is_err() || !matches!(cq.ring.try_push(&b), Ok(true)) {
-                break;
-            }
-            cq.backlog.pop_front();
-        }
-        Ok(Reply::with_fds(
-            Response::Cq {
-                cq: h,
-                cqe: granted,
-            },
-            vec![fd],
-        ))
+        cq.backlog.pop_front();
     }
+    Ok(Reply::with_fds(
+        Response::Cq {
+            cq: h,
+            cqe: granted,
+        },
+        vec![fd],
+    ))
+}
 
-    pub(super) fn destroy_cq(&mut self, id: u32, h: u32) -> Handled {
-        let s = self.session(id)?;
-        if !s.cqs.contains_key(&h) {
-            return refuse(libc::ENOENT, format!("no CQ {h}"));
-        }
-        if s.cq_in_use(h) {
-            return refuse(libc::EBUSY, format!("CQ {h} still has QPs"));
-        }
-        let cq = s.cqs.remove(&h);
-        if let Some(cq) = cq {
-            self.drain_engine_cq(cq.id);
-        }
-        Ok(Reply::ok(Response::Ok))
+pub(super) fn destroy(
+    objects: &mut Objects,
+    engine: &mut Engine<DeviceMemory>,
+    comps: &mut Vec<Completion>,
+    id: u32,
+    h: u32,
+) -> Handled {
+    let s = objects.session_mut(id)?;
+    if !s.cqs.contains_key(&h) {
+        return refuse(libc::ENOENT, format!("no CQ {h}"));
     }
+    if s.cq_in_use(h) {
+        return refuse(libc::EBUSY, format!("CQ {h} still has QPs"));
+    }
+    let cq = s.cqs.remove(&h);
+    if let Some(cq) = cq {
+        drain_engine_cq(engine, comps, cq.id);
+    }
+    Ok(Reply::ok(Response::Ok))
+}
 
+impl Device {
     /// One delivery pass over every CQ: returns how many entries moved.
     pub(super) fn deliver_cqs(&mut self) -> usize {
         let mut moved = 0;
         let mut buf = std::mem::take(&mut self.comps);
-        for s in self.sessions.values_mut() {
+        for s in self.objects.sessions_mut() {
             let mut overruns = Vec::new();
             for cq in s.cqs.values_mut() {
                 let d = deliver_cq(&mut self.engine, cq, &mut buf, &mut self.counters);

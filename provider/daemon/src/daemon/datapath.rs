@@ -250,13 +250,13 @@ fn consume_srq(
 /// no receive is dropped). A slot that does not parse, or that the
 /// engine refuses, stays in its ring for [`Device::consume`], which
 /// turns it into an error completion.
-fn refill_receives(
+fn refill_receives<'a>(
     e: &mut Engine<DeviceMemory>,
-    sessions: &mut std::collections::BTreeMap<u32, Session>,
+    sessions: impl Iterator<Item = &'a mut Session>,
     buf: &mut [u8],
 ) -> usize {
     let mut n = 0;
-    for s in sessions.values_mut() {
+    for s in sessions {
         let Session { qps, cqs, srqs, .. } = s;
         for qp in qps.values_mut() {
             while !rq_blocked(e, qp, cqs) {
@@ -318,13 +318,13 @@ impl Device {
     ) -> Result<transport::engine::RunReport, EngineError> {
         let Device {
             engine,
-            sessions,
+            objects,
             slot_buf,
             counters,
             ..
         } = self;
         engine.run_once_with(timeout, &mut |e| {
-            counters.wqes_posted += refill_receives(e, sessions, slot_buf) as u64;
+            counters.wqes_posted += refill_receives(e, objects.sessions_mut(), slot_buf) as u64;
         })
     }
 
@@ -334,8 +334,8 @@ impl Device {
         let mut from = 0;
         // Walks the session ids in order without collecting them (this
         // runs on every turn of the loop); bounded by the session count.
-        for _ in 0..self.sessions.len() {
-            let Some(&id) = self.sessions.range(from..).next().map(|(id, _)| id) else {
+        for _ in 0..self.objects.len() {
+            let Some(id) = self.objects.next_id(from) else {
                 break;
             };
             taken += self.consume_session(id);
@@ -353,7 +353,7 @@ impl Device {
             self.engine.local_addr().is_ipv6(),
             self.engine.as_raw_fd_v6().is_some(),
         );
-        let Some(s) = self.sessions.get_mut(&id) else {
+        let Some(s) = self.objects.get_mut(id) else {
             return 0;
         };
         let e = &mut self.engine;
@@ -436,11 +436,7 @@ impl Device {
                 QpEvent::CommEstablished => event::COMM_EST,
             };
             // Events of a QP destroyed meanwhile have no one to go to.
-            let Some(s) = self
-                .qp_owner
-                .get(&qpn)
-                .and_then(|o| self.sessions.get_mut(o))
-            else {
+            let Some(s) = self.objects.owner_of_qp_mut(qpn) else {
                 continue;
             };
             let Some(uh) = s.qps.get(&qpn).map(|q| q.user_handle) else {
@@ -458,7 +454,7 @@ impl Device {
     /// than its limit (counting those still in its ring); disarms it.
     fn check_srq_limits(&mut self) -> usize {
         let mut n = 0;
-        for s in self.sessions.values_mut() {
+        for s in self.objects.sessions_mut() {
             let mut fire = Vec::new();
             for srq in s.srqs.values_mut() {
                 if srq.limit == 0 {
@@ -489,7 +485,7 @@ impl Device {
     /// otherwise.
     pub fn prepare_sleep(&mut self) -> bool {
         let mut ok = true;
-        'all: for s in self.sessions.values() {
+        'all: for s in self.objects.sessions() {
             for qp in s.qps.values() {
                 if !sq_blocked(&self.engine, qp, &s.cqs)
                     && !matches!(qp.sq.prepare_sleep(), Ok(true))
@@ -522,7 +518,7 @@ impl Device {
 
     /// Lowers every consumer-sleeping flag (producers stop ringing).
     pub fn end_sleep(&self) {
-        for s in self.sessions.values() {
+        for s in self.objects.sessions() {
             for qp in s.qps.values() {
                 qp.sq.end_sleep();
                 if let Some(rq) = &qp.rq {
@@ -538,8 +534,8 @@ impl Device {
     /// Some CQ has a backlog that only the client's polling can drain:
     /// the loop must look again soon even without any wake-up.
     pub fn has_backlog(&self) -> bool {
-        self.sessions
-            .values()
+        self.objects
+            .sessions()
             .any(|s| s.cqs.values().any(|c| !c.backlog.is_empty()))
     }
 }

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use transport::qp::{access, send_flags, WcOpcode, WcStatus};
 
-use super::device::{Device, Reply};
+use super::device::Device;
+use super::reply::Reply;
 use super::session::event;
 use super::setup::{self, Config};
 use crate::verbs::{self, mask};
@@ -32,7 +33,7 @@ fn device(n: u8) -> Device {
     cfg.mtu = Some(65536);
     let facts = setup::device_facts(&cfg).unwrap();
     let mut dev = Device::new(facts, setup::engine_config(&cfg, "lo")).unwrap();
-    dev.allow_own_mem = true;
+    dev.objects.set_allow_own_mem(true);
     dev
 }
 
@@ -293,7 +294,7 @@ fn hello_first_version_checked_admin_limited() {
     assert_eq!(errno(r), libc::EINVAL, "an application Hello needs its fds");
     // The daemon's own memory is not a client's to hand over (the test
     // process plays the daemon here).
-    dev.allow_own_mem = false;
+    dev.objects.set_allow_own_mem(false);
     let id = dev.connect(1);
     let own: OwnedFd = std::fs::File::open("/proc/self/mem").unwrap().into();
     let (_rd, wr) = seqpacket_pair();
@@ -308,7 +309,7 @@ fn hello_first_version_checked_admin_limited() {
         vec![own, wr, bell],
     );
     assert_eq!(errno(r), libc::EINVAL);
-    dev.allow_own_mem = true;
+    dev.objects.set_allow_own_mem(true);
     let id = dev.connect(1);
     ok(call(
         &mut dev,
@@ -494,7 +495,7 @@ fn create_qp_checks_and_grants_caps() {
     let c = hello(&mut dev);
     let pd = alloc_pd(&mut dev, c.id);
     let (cq, _r) = create_cq(&mut dev, c.id, 4);
-    let a = dev.dev_attr.clone();
+    let a = dev.objects.attr().clone();
     let mk = |cap: QpCap| Request::CreateQp {
         pd,
         qp_type: QpType::Rc,
@@ -787,7 +788,7 @@ fn disconnect_destroys_everything_and_peers_time_out() {
     assert_eq!(srq.1.len(), 1);
     dev.disconnect(a.id);
     assert!(dev.engine.qp(qa.qpn).is_none());
-    assert!(!dev.qp_owner.contains_key(&qa.qpn));
+    assert!(!dev.objects.has_qp(qa.qpn));
     match dev.status() {
         Response::Status { clients, .. } => {
             assert_eq!(clients.len(), 1);
@@ -822,7 +823,7 @@ fn disconnect_destroys_everything_and_peers_time_out() {
     dev.disconnect(b.id);
     assert_eq!(dev.engine.qpns().count(), 0);
     assert_eq!(dev.engine.memory().stats().mrs, 0);
-    assert!(dev.sessions.is_empty());
+    assert!(dev.objects.is_empty());
 }
 
 #[test]
@@ -1073,10 +1074,10 @@ fn port_changes_reach_every_context_and_the_device_tree() {
     let mut desc = DeviceDesc::new("rxut", 3, vec![addr(40)]);
     desc.netdev = Some("lo".into());
     DevNode::create(&paths, &desc).unwrap();
-    dev.node = Some(NodeLoc {
+    dev.port.set_node(Some(NodeLoc {
         sysfs: paths.sysfs.clone(),
         uverbs: 3,
-    });
+    }));
     let (a, b) = (hello(&mut dev), hello(&mut dev));
     let admin = dev.connect(std::process::id());
     ok(dev.handle(

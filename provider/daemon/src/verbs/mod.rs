@@ -2,17 +2,20 @@
 //! attribute masks, device and port attributes, limits, GIDs.
 //!
 //! [`limits`] holds the numbers the device reports and the daemon
-//! enforces; [`modify`] the QP state machine; [`attrs`] the device and port
-//! attributes.
+//! enforces; [`modify`] the QP state machine; [`qp_attr`] a modify's
+//! attributes in the transport's form and as the QP keeps them; [`attrs`]
+//! the device and port attributes.
 
 pub mod attrs;
 pub mod limits;
 pub mod modify;
+pub mod qp_attr;
 #[cfg(test)]
 mod tests;
 
 pub use limits::*;
 pub use modify::{mask_names, state, state_name};
+pub use qp_attr::keep_attr;
 
 use rxu_abi::proto::{DeviceAttr, PortAttr, QpAttr, QpType};
 use std::net::IpAddr;
@@ -41,7 +44,10 @@ pub struct DeviceFacts {
 
 /// Checks a modify_qp call as the verbs API requires (required and
 /// optional attributes per transition and QP type, value ranges) and
-/// returns the state the QP moves to.
+/// returns the transport's attributes for it: the state the QP moves to
+/// (`state`, set only with IBV_QP_STATE) and the attributes of `mask`.
+/// What is left to check is the device's now: the port's MTU and GID
+/// table (see the daemon's `qp::modify`).
 ///
 /// `cur` is the QP's state (`enum ibv_qp_state`); without IBV_QP_STATE in
 /// `mask` the QP stays in it and only the attributes change. Every error
@@ -52,7 +58,7 @@ pub fn check_modify_qp(
     cur: u8,
     mask: u32,
     attr: &QpAttr,
-) -> Result<u8, VerbsError> {
+) -> Result<transport::qp::QpAttr, VerbsError> {
     modify::check(qp_type, cur, mask, attr)
 }
 

@@ -9,8 +9,10 @@
 //! table but refused: rxu has no automatic path migration and does not
 //! report IBV_DEVICE_AUTO_PATH_MIG.
 
+use transport::qp as tqp;
+
 use super::mask::*;
-use super::{limits, valid_roce_v2_gid, VerbsError};
+use super::{limits, qp_attr, valid_roce_v2_gid, VerbsError};
 use crate::mem::access;
 use rxu_abi::proto::{QpAttr, QpType};
 
@@ -157,14 +159,14 @@ fn einval(msg: String) -> VerbsError {
 }
 
 /// See [`super::check_modify_qp`].
-pub fn check(t: QpType, cur: u8, m: u32, a: &QpAttr) -> Result<u8, VerbsError> {
+pub fn check(t: QpType, cur: u8, m: u32, a: &QpAttr) -> Result<tqp::QpAttr, VerbsError> {
     if cur > ERR {
         return Err(einval(format!("QP is in invalid state {cur}")));
     }
     let next = if m & STATE != 0 { a.qp_state } else { cur };
-    if next > ERR {
+    let Some(next_state) = qp_attr::qp_state(next) else {
         return Err(einval(format!("IBV_QP_STATE {next} is not a QP state")));
-    }
+    };
     if m & CUR_STATE != 0 {
         if !matches!(a.cur_qp_state, RTR | RTS | SQD | SQE) {
             return Err(einval(format!(
@@ -200,7 +202,8 @@ pub fn check(t: QpType, cur: u8, m: u32, a: &QpAttr) -> Result<u8, VerbsError> {
         )));
     }
     check_values(m, a)?;
-    Ok(next)
+    let state = (m & STATE != 0).then_some(next_state);
+    Ok(qp_attr::transport_attr(state, m, a))
 }
 
 /// Value ranges of the attributes present in `m`.
