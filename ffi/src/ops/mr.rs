@@ -6,21 +6,13 @@
 
 use std::ffi::{c_int, c_void};
 
-use rxu_client::{reg_mr_iova, Mr};
+use rxu_client::reg_mr_iova;
 
 use crate::abi::{IbvMr, IbvPd, VerbsMr};
 use crate::guard::{self, client_err};
 use crate::log_info;
-use crate::ops::pd::pd_of;
+use crate::objects::{pd_of, RxuMr};
 use transport::verbs::access::ON_DEMAND;
-
-/// A `verbs_mr` (what `ibv_dereg_mr` expects) with the client MR behind it.
-#[repr(C)]
-pub struct RxuMr {
-    pub vmr: VerbsMr,
-    /// Taken out while deregistering; put back if that fails.
-    pub mr: Option<Mr>,
-}
 
 pub unsafe extern "C" fn reg_mr(
     pd: *mut IbvPd,

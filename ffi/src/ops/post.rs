@@ -9,9 +9,7 @@ use rxu_client::{wr_flags, RecvWr, SendWr, Sge, UdDest, WrOpcode as Op};
 use crate::abi::{IbvQp, IbvRecvWr, IbvSendWr, IbvSrq};
 use crate::guard::{self, OpResult};
 use crate::log_info;
-use crate::ops::ah::client_ah;
-use crate::ops::qp::client_qp;
-use crate::ops::srq::rxu_srq;
+use crate::objects::{client_ah, client_qp, rxu_srq};
 
 /// The SGE array of a WR.
 ///

@@ -10,7 +10,6 @@
 //! application learns it from the return value, as with ibv_post_send).
 
 use std::ffi::{c_int, c_void};
-use std::ops::Range;
 use std::sync::MutexGuard;
 
 use rxu_client::{send_flags, SendWr, Sge, UdDest, WrOpcode as Op};
@@ -18,52 +17,9 @@ use rxu_client::{send_flags, SendWr, Sge, UdDest, WrOpcode as Op};
 use crate::abi::{IbvAh, IbvDataBuf, IbvQpEx, VerbsQpArea, WrFlushFn};
 use crate::guard::{self, OpResult};
 use crate::log::unsupported;
-use crate::ops::ah::client_ah;
-use crate::ops::qp::RxuQp;
+use crate::objects::wr_batch::{push_inline, push_sges, Builder, Pending};
+use crate::objects::{client_ah, RxuQp};
 use crate::version::Lib;
-
-struct Pending {
-    wr_id: u64,
-    opcode: Op,
-    flags: u32,
-    imm: u32,
-    remote_addr: u64,
-    rkey: u32,
-    compare_add: u64,
-    swap: u64,
-    sges: Range<usize>,
-    inline: Option<Range<usize>>,
-    /// (`struct ibv_ah *`, remote QPN, remote Q_Key)
-    ud: Option<(usize, u32, u32)>,
-}
-
-/// A batch being built.
-#[derive(Default)]
-pub struct Builder {
-    wrs: Vec<Pending>,
-    sges: Vec<Sge>,
-    inline: Vec<u8>,
-    err: Option<c_int>,
-}
-
-impl Builder {
-    fn clear(&mut self) {
-        self.wrs.clear();
-        self.sges.clear();
-        self.inline.clear();
-        self.err = None;
-    }
-    fn fail(&mut self, e: c_int) {
-        self.err.get_or_insert(e);
-    }
-    /// The WR the setters apply to.
-    fn last(&mut self) -> Option<&mut Pending> {
-        if self.wrs.is_empty() {
-            self.fail(libc::EINVAL);
-        }
-        self.wrs.last_mut()
-    }
-}
 
 /// Sets the `ibv_qp_ex` callbacks (and `wr_flush`/`wr_atomic_write` only
 /// where the running library's struct has them).
@@ -323,17 +279,6 @@ unsafe extern "C" fn wr_set_sge_list(qpx: *mut IbvQpEx, n: usize, list: *const S
     unsafe { set(qpx, |b| push_sges(b, sl)) }
 }
 
-fn push_sges(b: &mut Builder, s: &[Sge]) -> OpResult<()> {
-    let start = b.sges.len();
-    let Some(p) = b.last() else { return Ok(()) };
-    if p.inline.is_some() || p.sges.start != p.sges.end {
-        return Err(libc::EINVAL);
-    }
-    p.sges = start..start + s.len();
-    b.sges.extend_from_slice(s);
-    Ok(())
-}
-
 unsafe extern "C" fn wr_set_inline_data(qpx: *mut IbvQpEx, addr: *mut c_void, length: usize) {
     if length > 0 && addr.is_null() {
         // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
@@ -374,21 +319,6 @@ unsafe extern "C" fn wr_set_inline_data_list(qpx: *mut IbvQpEx, n: usize, list: 
     }
     // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe { set(qpx, |b| push_inline(b, &parts)) }
-}
-
-fn push_inline(b: &mut Builder, parts: &[&[u8]]) -> OpResult<()> {
-    let start = b.inline.len();
-    let total: usize = parts.iter().map(|p| p.len()).sum();
-    let Some(p) = b.last() else { return Ok(()) };
-    if p.inline.is_some() || p.sges.start != p.sges.end {
-        return Err(libc::EINVAL);
-    }
-    p.inline = Some(start..start + total);
-    p.flags |= send_flags::INLINE;
-    for part in parts {
-        b.inline.extend_from_slice(part);
-    }
-    Ok(())
 }
 
 unsafe extern "C" fn wr_set_ud_addr(qpx: *mut IbvQpEx, ah: *mut IbvAh, qpn: u32, qkey: u32) {
