@@ -97,11 +97,11 @@ impl Qp {
     /// the window grows back after a timeout.
     fn progress(&mut self, now: Instant) {
         self.sq.cwnd = self.sq.cwnd.saturating_mul(2);
-        self.sq.retries_left = self.p.retry_cnt;
-        self.sq.rnr_left = self.p.rnr_retry;
+        self.sq.retries_left = self.attr.retry_cnt;
+        self.sq.rnr_left = self.attr.rnr_retry;
         self.sq.end_pass_if_done();
         self.sq.ack_deadline = match self.sq.outstanding() {
-            true => self.p.ack_timeout().map(|t| now + t),
+            true => self.attr.ack_timeout().map(|t| now + t),
             false => None,
         };
     }
@@ -153,7 +153,7 @@ impl Qp {
             self.counters.dropped_pkts += 1;
             return;
         }
-        let pmtu = self.p.pmtu() as u64;
+        let pmtu = self.attr.pmtu() as u64;
         let Some(i) = self.sq.front_pending() else {
             return;
         };
@@ -263,7 +263,7 @@ impl Qp {
             self.fail_front(WcStatus::RnrRetryExcErr);
             return;
         }
-        if self.p.rnr_retry != 7 {
+        if self.attr.rnr_retry != 7 {
             self.sq.rnr_left -= 1;
         }
         self.sq.rnr_deadline = Some(now + timers::rnr_timeout(timer));

@@ -66,7 +66,7 @@ impl Qp {
     fn seg_mtu(&self) -> usize {
         match self.cfg.qp_type {
             QpType::Ud => self.tuning.port_mtu.bytes(),
-            _ => self.p.pmtu(),
+            _ => self.attr.pmtu(),
         }
     }
 
@@ -102,7 +102,7 @@ impl Qp {
             return false;
         }
         // max_rd_atomic 0 is treated as 1: the peer refuses what it must.
-        let depth = u32::from(self.p.max_rd_atomic.max(1));
+        let depth = u32::from(self.attr.max_rd_atomic.max(1));
         if e.kind.is_rd_atomic() && sq.rd_outstanding >= depth {
             return false;
         }
@@ -164,7 +164,7 @@ impl Qp {
                     self.sq.sent_high = next;
                 }
                 if self.sq.ack_deadline.is_none() {
-                    self.sq.ack_deadline = self.p.ack_timeout().map(|t| now + t);
+                    self.sq.ack_deadline = self.attr.ack_timeout().map(|t| now + t);
                 }
             }
             QpType::Uc | QpType::Ud => {
@@ -197,16 +197,16 @@ impl Qp {
         let pmtu = self.seg_mtu();
         let qp_type = self.cfg.qp_type;
         let pd = self.cfg.pd;
-        let qkey = self.p.qkey;
+        let qkey = self.attr.qkey;
         let qpn = self.cfg.qpn;
         let window_end = self.sq.comp_psn.add(self.window());
         let interval = self.tuning.ack_req_interval;
-        let mut dst = self.p.dst();
+        let mut dst = self.attr.dst();
         let e = &mut self.sq.entries[idx];
         let k = psn.distance_from(e.first_psn).min(e.npkts - 1);
         let offset = u64::from(k) * pmtu as u64;
         let mut hdr = Headers::default();
-        hdr.bth.dest_qpn = self.p.dest_qpn;
+        hdr.bth.dest_qpn = self.attr.dest_qpn;
         hdr.bth.psn = psn;
         let (n, last) = match (e.kind, &e.wqe.op) {
             (WrKind::Send | WrKind::Write, op) => {

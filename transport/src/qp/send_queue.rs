@@ -6,7 +6,7 @@
 //! re-sends the same PSNs, so every position can be recomputed from
 //! `(entry, psn)` alone.
 
-use super::queue_pair::QpError;
+use super::error::QpError;
 use super::sgl::SgCursor;
 use super::types::*;
 use crate::verbs::WrKind;
