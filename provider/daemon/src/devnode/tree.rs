@@ -19,8 +19,8 @@
 
 use std::path::PathBuf;
 
+use super::desc::DeviceDesc;
 use super::format::{self, Gid, Mtu, PortState};
-use super::DeviceDesc;
 
 pub const PORT: &str = "ports/1";
 pub const RXU: &str = "rxu";
