@@ -1,4 +1,4 @@
-//! Event bookkeeping (contract §2.4, §2.5): the `cq_event` and
+//! Event bookkeeping (docs/libibverbs-contract.md §2.4, §2.5): the `cq_event` and
 //! `async_event` hooks (`crate::ops::events`) count what the application
 //! received per object, and destroy waits until the application
 //! acknowledged as many, so the library never dereferences a freed

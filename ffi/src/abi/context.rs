@@ -1,6 +1,6 @@
 //! The public device and context structs (`verbs.h`): `struct
 //! ibv_device`, `struct ibv_context` and `struct verbs_context` (648 bytes
-//! with `context` at 320 in rdma-core 39..58; contract §3.2).
+//! with `context` at 320 in rdma-core 39..58; docs/libibverbs-contract.md §3.2).
 
 use std::ffi::{c_char, c_int, c_void};
 

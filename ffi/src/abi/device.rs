@@ -1,5 +1,5 @@
 //! Device discovery and registration structs (`driver.h`): unchanged
-//! from rdma-core 39 through master (contract §3.2, §3.3). The public
+//! from rdma-core 39 through master (docs/libibverbs-contract.md §3.2, §3.3). The public
 //! `ibv_device` and `verbs_context` they point at are `verbs.h` structs
 //! and live in `context.rs`, which refers to nothing here.
 

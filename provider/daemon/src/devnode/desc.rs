@@ -140,7 +140,7 @@ impl Default for PortDesc {
 #[derive(Clone, Debug)]
 pub struct DeviceDesc {
     /// The ibdev name, e.g. `rxu0`. Must not contain "rxe": the stock rxe
-    /// provider claims any such name when it is installed (contract §1.5).
+    /// provider claims any such name when it is installed (docs/libibverbs-contract.md §1.5).
     pub ibdev: String,
     /// N in uverbsN.
     pub uverbs_index: u32,

@@ -12,7 +12,7 @@
 //! ```
 //!
 //! libibverbs treats a device as new whenever the mtime of
-//! `class/infiniband/<ibdev>/` changes (contract §1.2 step 3), so the
+//! `class/infiniband/<ibdev>/` changes (docs/libibverbs-contract.md §1.2 step 3), so the
 //! directory is built under a hidden name and renamed into place complete,
 //! `uverbsN` is published last (nothing lists a half-made device), and later
 //! updates (GIDs, port state, MTU) only replace files in subdirectories,
