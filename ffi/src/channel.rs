@@ -1,4 +1,4 @@
-//! Completion channels (contract §2.4). `ibv_create_comp_channel` never
+//! Completion channels (docs/libibverbs-contract.md §2.4). `ibv_create_comp_channel` never
 //! reaches a provider: libibverbs writes a kernel command to `cmd_fd` and
 //! takes the fd from a response nobody fills.
 //!

@@ -1,20 +1,12 @@
-//! Event bookkeeping (contract §2.4, §2.5): the `cq_event` and
-//! `async_event` hooks count what the application received per object, and
-//! destroy waits until the application acknowledged as many, so the
-//! library never dereferences a freed CQ/QP/SRQ for an event it handed out.
+//! Event bookkeeping (docs/libibverbs-contract.md §2.4, §2.5): the `cq_event` and
+//! `async_event` hooks (`crate::ops::events`) count what the application
+//! received per object, and destroy waits until the application
+//! acknowledged as many, so the library never dereferences a freed
+//! CQ/QP/SRQ for an event it handed out.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
-
-use rxu_client::event_type as ev;
-
-use crate::abi::{IbvAsyncEvent, IbvContext, IbvCq};
-use crate::context::state;
-use crate::guard;
-use crate::ops::cq::RxuCq;
-use crate::ops::qp::RxuQp;
-use crate::ops::srq::RxuSrq;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -29,7 +21,7 @@ pub enum Kind {
 pub struct Live(Mutex<HashMap<usize, Kind>>);
 
 impl Live {
-    fn lock(&self) -> MutexGuard<'_, HashMap<usize, Kind>> {
+    pub fn lock(&self) -> MutexGuard<'_, HashMap<usize, Kind>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
     pub fn add(&self, addr: usize, kind: Kind) {
@@ -46,51 +38,6 @@ impl Live {
 pub struct Delivered {
     pub comp: AtomicU32,
     pub async_: AtomicU32,
-}
-
-fn kind_of(event_type: u32) -> Option<Kind> {
-    match event_type {
-        ev::CQ_ERR => Some(Kind::Cq),
-        ev::QP_FATAL..=ev::PATH_MIG_ERR | ev::QP_LAST_WQE_REACHED => Some(Kind::Qp),
-        ev::SRQ_ERR | ev::SRQ_LIMIT_REACHED => Some(Kind::Srq),
-        _ => None,
-    }
-}
-
-pub unsafe extern "C" fn async_event(ctx: *mut IbvContext, event: *mut IbvAsyncEvent) {
-    guard::void_op("async_event", || {
-        // SAFETY: ctx is ours; event is the library's filled-in event.
-        let (st, e) = match unsafe { (state(ctx), &*event) } {
-            (Ok(st), e) => (st, e),
-            _ => return,
-        };
-        let Some(kind) = kind_of(e.event_type as u32) else {
-            return;
-        };
-        let live = st.live.lock();
-        if live.get(&e.element) != Some(&kind) {
-            return;
-        }
-        // SAFETY: the address is live (in the map, which destroy leaves
-        // before freeing) and of this kind.
-        let d = unsafe {
-            match kind {
-                Kind::Cq => &(*(e.element as *const RxuCq)).delivered,
-                Kind::Qp => &(*(e.element as *const RxuQp)).delivered,
-                Kind::Srq => &(*(e.element as *const RxuSrq)).delivered,
-            }
-        };
-        d.async_.fetch_add(1, Ordering::Relaxed);
-    })
-}
-
-pub unsafe extern "C" fn cq_event(cq: *mut IbvCq) {
-    guard::void_op("cq_event", || {
-        // SAFETY: the library read this pointer from our channel socket;
-        // records of destroyed CQs are purged at destroy, so it is live.
-        let cq = unsafe { &*(cq as *const RxuCq) };
-        cq.delivered.comp.fetch_add(1, Ordering::Relaxed);
-    })
 }
 
 /// Blocks until `done()` holds, re-checking whenever the library signals

@@ -4,21 +4,29 @@
 //! (`rxu_client`). All of the project's `unsafe` that touches C
 //! lives in this crate.
 //!
-//! - [`abi`]: the C layouts, checked at compile time, against the
-//!   installed headers (test) and against the running library.
+//! From the top of the import graph down (no file imports one above it):
+//! - [`register`]: the ELF constructor and the tables it registers.
+//! - [`device`]: the device ops (match, alloc, uninit).
+//! - [`context`]: open (installs the ops table), close, and the
+//!   per-context state every op starts from.
+//! - [`ops`]: the verbs ops table and every op.
+//! - [`objects`]: the provider's objects behind the C verbs objects, and
+//!   the casts back from C pointers.
+//! - [`channel`], [`events`]: completion channels and event bookkeeping.
 //! - [`version`]: which libibverbs is loaded; resolves its private entry
 //!   points by version node; refuses unknown layouts.
-//! - [`register`]: the ELF constructor, device ops and matching.
-//! - [`context`]: open/close (one rxud connection per context).
-//! - [`ops`]: the verbs ops table and every op.
-//! - [`channel`], [`events`]: completion channels and event bookkeeping.
+//! - [`abi`]: the C layouts, checked at compile time, against the
+//!   installed headers (test) and against the running library.
+//! - [`guard`], [`log`]: the C return convention, and the log.
 
 mod abi;
 mod channel;
 mod context;
+mod device;
 mod events;
 mod guard;
 mod log;
+mod objects;
 mod ops;
 mod register;
 mod version;

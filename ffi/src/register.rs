@@ -1,5 +1,6 @@
-//! Registration with libibverbs: the ELF constructor, the device ops, the
-//! match rule, and device allocation.
+//! Registration with libibverbs: the ELF constructor, the device ops
+//! table and the match table. The top of the crate: it names the device
+//! ops (`crate::device`) and `alloc_context` (`crate::context::open`).
 //!
 //! Matching: the table holds the contract's name pattern (`rdma_device:N`
 //! followed by `rxu*`), but `match_device` has the final word (libibverbs calls it
@@ -7,14 +8,10 @@
 //! provider-private `rxu/` files written by `rxu up`, whatever their name,
 //! and never a kernel device.
 
-use std::ffi::{c_char, CStr};
-use std::path::Path;
-
-use crate::abi::{
-    IbvDevice, VerbsDevice, VerbsDeviceOps, VerbsMatchEnt, VerbsSysfsDev, VERBS_MATCH_MODALIAS,
-    VERBS_MATCH_SENTINEL,
-};
-use crate::{context, guard, log_debug, log_err, version};
+use crate::abi::{VerbsDeviceOps, VerbsMatchEnt, VERBS_MATCH_MODALIAS, VERBS_MATCH_SENTINEL};
+use crate::context::open::alloc_context;
+use crate::device::{alloc_device, match_device, uninit_device};
+use crate::{guard, log_debug, log_err, version};
 
 /// Pointers into statics, shared read-only with C.
 #[repr(transparent)]
@@ -42,12 +39,12 @@ static MATCH_TABLE: Shared<[VerbsMatchEnt; 2]> = Shared([
 
 static DEVICE_OPS: Shared<VerbsDeviceOps> = Shared(VerbsDeviceOps {
     name: c"rxu".as_ptr(),
-    match_min_abi_version: rxu_abi::verbs::DEFAULT_UVERBS_ABI_VERSION,
-    match_max_abi_version: rxu_abi::verbs::DEFAULT_UVERBS_ABI_VERSION,
+    match_min_abi_version: transport::verbs::UVERBS_ABI_VERSION,
+    match_max_abi_version: transport::verbs::UVERBS_ABI_VERSION,
     match_table: &MATCH_TABLE.0 as *const VerbsMatchEnt,
     static_providers: std::ptr::null(),
     match_device: Some(match_device),
-    alloc_context: Some(context::alloc_context),
+    alloc_context: Some(alloc_context),
     import_context: None,
     alloc_device: Some(alloc_device),
     uninit_device: Some(uninit_device),
@@ -75,55 +72,4 @@ extern "C" fn rxu_provider_init() {
         }
         Err(e) => log_err!("not registering the rxu provider: {e}"),
     })
-}
-
-/// A fixed-size C string field as text (up to its NUL).
-pub fn c_field(field: &[c_char]) -> String {
-    // SAFETY: c_char and u8 have the same size and alignment.
-    let bytes = unsafe { std::slice::from_raw_parts(field.as_ptr().cast::<u8>(), field.len()) };
-    CStr::from_bytes_until_nul(bytes)
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
-/// Whether a device's tree is one `rxu up` wrote.
-pub fn is_rxu_tree(ibdev_path: &Path) -> bool {
-    ibdev_path.join("rxu/gid_tbl_len").is_file()
-}
-
-unsafe extern "C" fn match_device(dev: *mut VerbsSysfsDev) -> bool {
-    let mut ok = false;
-    guard::void_op("match_device", || {
-        // SAFETY: libibverbs passes a live verbs_sysfs_dev.
-        let path = c_field(unsafe { &(*dev).ibdev_path });
-        ok = is_rxu_tree(Path::new(&path));
-    });
-    ok
-}
-
-unsafe extern "C" fn alloc_device(_dev: *mut VerbsSysfsDev) -> *mut VerbsDevice {
-    guard::ptr_op("alloc_device", || {
-        // SAFETY: VerbsDevice is plain data for which all-zero is valid
-        // (and what the library requires: _ops NULL, refcount 0).
-        let d: Box<VerbsDevice> = Box::new(unsafe { std::mem::zeroed() });
-        Ok(Box::into_raw(d))
-    })
-}
-
-unsafe extern "C" fn uninit_device(dev: *mut VerbsDevice) {
-    guard::void_op("uninit_device", || {
-        // SAFETY: `dev` came from alloc_device's Box::into_raw and the
-        // library calls this once, after its last use. vdev->sysfs is
-        // already freed and not touched.
-        drop(unsafe { Box::from_raw(dev) });
-    })
-}
-
-/// The ibdev name of a device libibverbs hands us.
-///
-/// # Safety
-/// `dev` must point to a live `ibv_device`.
-pub unsafe fn ibdev_name(dev: *const IbvDevice) -> String {
-    // SAFETY: dev points to a live ibv_device (the contract).
-    c_field(unsafe { &(*dev).name })
 }

@@ -1,6 +1,6 @@
 //! Which libibverbs is running, and the layout facts that differ between
 //! the rdma-core releases sharing provider ABI `IBVERBS_PRIVATE_34`
-//! (39..56, contract §3.3, §3.5): the offset of `verbs_qp.comp_mask`
+//! (39..56, docs/libibverbs-contract.md §3.3, §3.5): the offset of `verbs_qp.comp_mask`
 //! (344 / 352 / 360) and the size of `ibv_port_attr` (52 / 56). Everything
 //! else the provider touches is the same across them; `verbs_context` is
 //! checked again in `alloc_context`.

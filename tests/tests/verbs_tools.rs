@@ -266,3 +266,24 @@ fn wr_api() {
     r.expect_ok();
     assert!(r.stdout.contains("wr_api: ok"), "{}", r.report());
 }
+
+/// Every WR opcode on RC, UC and UD through ibv_post_send: the ones rxu
+/// executes return 0, the others EINVAL with *bad_wr at the WR (among
+/// them SEND_WITH_INV on UC).
+#[test]
+fn post_send_opcodes_per_qp_type() {
+    let _g = serial();
+    let Some(dev) = Dev::up("rxut9", "127.0.5.9", &[]) else {
+        return;
+    };
+    let Some(exe) = compile_c("post_opcodes", dev.runtime_dir()) else {
+        return;
+    };
+    let r = dev.run(exe.to_str().unwrap(), &["rxut9", "0"], LIMIT);
+    r.expect_ok();
+    assert!(
+        r.stdout.contains("post_opcodes: ok (54 cases)"),
+        "{}",
+        r.report()
+    );
+}

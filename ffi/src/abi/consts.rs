@@ -1,11 +1,6 @@
-//! Enum values and flag bits of `verbs.h` the provider uses.
-
-/// `enum ibv_qp_type`.
-pub mod qp_type {
-    pub const RC: i32 = 2;
-    pub const UC: i32 = 3;
-    pub const UD: i32 = 4;
-}
+//! Enum values and flag bits of `verbs.h` the provider uses that the
+//! shared vocabulary (`transport::verbs`) does not hold: those of the
+//! extended verbs and device queries, which only the C ABI needs.
 
 /// `enum ibv_qp_init_attr_mask`.
 pub mod qp_init_attr_mask {
@@ -52,11 +47,6 @@ pub mod srq_init {
     pub const TYPE: u32 = 1;
     pub const PD: u32 = 1 << 1;
     pub const TYPE_BASIC: i32 = 0;
-}
-
-/// `enum ibv_access_flags` bits the provider looks at.
-pub mod access {
-    pub const ON_DEMAND: i32 = 1 << 6;
 }
 
 /// `enum ibv_odp_general_caps` and `enum ibv_odp_transport_cap_bits`.

@@ -1,9 +1,21 @@
-//! The context structs: `struct ibv_context` and `struct verbs_context`
-//! (648 bytes with `context` at 320 in rdma-core 39..58; contract §3.2).
+//! The public device and context structs (`verbs.h`): `struct
+//! ibv_device`, `struct ibv_context` and `struct verbs_context` (648 bytes
+//! with `context` at 320 in rdma-core 39..58; docs/libibverbs-contract.md §3.2).
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
 
-use super::device::IbvDevice;
+/// `struct ibv_device` (664).
+#[repr(C)]
+pub struct IbvDevice {
+    /// `_ops._dummy1/_dummy2`: must stay NULL.
+    pub _dummy: [usize; 2],
+    pub node_type: c_int,
+    pub transport_type: c_int,
+    pub name: [c_char; 64],
+    pub dev_name: [c_char; 64],
+    pub dev_path: [c_char; 256],
+    pub ibdev_path: [c_char; 256],
+}
 
 /// `struct ibv_context` (328).
 #[repr(C)]

@@ -1,22 +1,11 @@
-//! Device discovery structs (`driver.h`): unchanged from rdma-core 39
-//! through master (contract §3.2, §3.3).
+//! Device discovery and registration structs (`driver.h`): unchanged
+//! from rdma-core 39 through master (docs/libibverbs-contract.md §3.2, §3.3). The public
+//! `ibv_device` and `verbs_context` they point at are `verbs.h` structs
+//! and live in `context.rs`, which refers to nothing here.
 
 use std::ffi::{c_char, c_int, c_void};
 
-use super::context::VerbsContext;
-
-/// `struct ibv_device` (664).
-#[repr(C)]
-pub struct IbvDevice {
-    /// `_ops._dummy1/_dummy2`: must stay NULL.
-    pub _dummy: [usize; 2],
-    pub node_type: c_int,
-    pub transport_type: c_int,
-    pub name: [c_char; 64],
-    pub dev_name: [c_char; 64],
-    pub dev_path: [c_char; 256],
-    pub ibdev_path: [c_char; 256],
-}
+use super::context::{IbvDevice, VerbsContext};
 
 /// `struct verbs_match_ent` (24).
 #[repr(C)]

@@ -9,8 +9,9 @@ use super::attrs::{
     IbvQpInitAttrEx, IbvQueryDeviceExInput, IbvSrqAttr, IbvSrqInitAttr, IbvSrqInitAttrEx,
 };
 use super::context::IbvContext;
+use super::extended::IbvCqEx;
 use super::objects::{
-    IbvAh, IbvAsyncEvent, IbvCompChannel, IbvCq, IbvCqEx, IbvMr, IbvPd, IbvQp, IbvSrq, VerbsMr,
+    IbvAh, IbvAsyncEvent, IbvCompChannel, IbvCq, IbvMr, IbvPd, IbvQp, IbvSrq, VerbsMr,
 };
 use super::wr::{IbvRecvWr, IbvSendWr, IbvSge, IbvWc};
 

@@ -9,16 +9,10 @@ use std::sync::atomic::Ordering;
 use rxu_client::Ah;
 
 use crate::abi::{IbvAh, IbvAhAttr, IbvPd};
-use crate::context::state;
+use crate::context::state::state;
 use crate::guard::{self, client_err};
+use crate::objects::{pd_of, RxuAh};
 use crate::ops::convert::ah_from_c;
-use crate::ops::pd::pd_of;
-
-#[repr(C)]
-pub struct RxuAh {
-    pub ibv: IbvAh,
-    pub ah: Ah,
-}
 
 pub unsafe extern "C" fn create_ah(pd: *mut IbvPd, attr: *mut IbvAhAttr) -> *mut IbvAh {
     guard::ptr_op("create_ah", || {
@@ -42,12 +36,4 @@ pub unsafe extern "C" fn destroy_ah(ah: *mut IbvAh) -> c_int {
         drop(unsafe { Box::from_raw(ah.cast::<RxuAh>()) });
         Ok(())
     })
-}
-
-/// # Safety
-/// `ah` must be a live AH made by this provider.
-pub unsafe fn client_ah<'a>(ah: *mut IbvAh) -> &'a Ah {
-    // SAFETY: `ah` is the ibv_ah of a live RxuAh (the contract), and
-    // an RxuAh is repr(C) and starts with it, so the cast gives that RxuAh.
-    unsafe { &(*ah.cast::<RxuAh>()).ah }
 }

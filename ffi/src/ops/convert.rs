@@ -2,17 +2,14 @@
 
 use rxu_client::{AhAttr, QpAttr, QpCap, QpType};
 
-use crate::abi::consts::qp_type;
 use crate::abi::{IbvAhAttr, IbvGid, IbvGlobalRoute, IbvQpAttr, IbvQpCap};
 use crate::guard::OpResult;
 
 pub fn qp_type_from_c(t: i32) -> OpResult<QpType> {
-    match t {
-        qp_type::RC => Ok(QpType::Rc),
-        qp_type::UC => Ok(QpType::Uc),
-        qp_type::UD => Ok(QpType::Ud),
-        _ => Err(libc::EOPNOTSUPP),
-    }
+    u32::try_from(t)
+        .ok()
+        .and_then(QpType::from_ibv)
+        .ok_or(libc::EOPNOTSUPP)
 }
 
 pub fn cap_from_c(c: &IbvQpCap) -> QpCap {

@@ -1,38 +1,21 @@
-//! Completion queues: create/resize/destroy, poll, arm.
+//! Completion queues: create (plain and `_ex`), resize, destroy, poll, arm.
 
 use std::cell::UnsafeCell;
 use std::ffi::c_int;
 use std::mem::MaybeUninit;
 
-use rxu_client::{CompChannel, Cq, Wc};
+use rxu_client::{Cq, Wc};
 use transport::qp::wc_flags;
 
-use crate::abi::{IbvCompChannel, IbvContext, IbvCq, IbvCqEx, IbvWc};
-use crate::context::state;
+use crate::abi::consts::{cq_init, wc_ex};
+use crate::abi::{IbvCompChannel, IbvContext, IbvCq, IbvCqEx, IbvCqInitAttrEx, IbvWc};
+use crate::context::state::state;
 use crate::events::{self, Delivered, Kind};
 use crate::guard::{self, client_err, OpResult};
-use crate::ops::cq_ex::{self, PollState};
-
-/// A `verbs_cq` (room for `ibv_cq_ex`) with the client CQ behind it.
-#[repr(C)]
-pub struct RxuCq {
-    /// Written by the library and the application too (counters, mutex,
-    /// `status`/`wr_id` of the extended CQ), hence the cell.
-    pub vcq: UnsafeCell<IbvCqEx>,
-    pub cq: Cq,
-    pub delivered: Delivered,
-    /// The adopted channel, released on destroy.
-    pub chan: Option<CompChannel>,
-    pub poll: PollState,
-}
-
-/// # Safety
-/// `cq` must be a live CQ made by this provider.
-pub unsafe fn rxu_cq<'a>(cq: *mut IbvCq) -> &'a RxuCq {
-    // SAFETY: `cq` is the ibv_cq of a live RxuCq (the contract), and
-    // an RxuCq is repr(C) and starts with it, so the cast gives that RxuCq.
-    unsafe { &*cq.cast::<RxuCq>() }
-}
+use crate::log::unsupported;
+use crate::objects::cq_poll::PollState;
+use crate::objects::{rxu_cq, RxuCq};
+use crate::ops::cq_ex;
 
 /// Converts a client completion to `struct ibv_wc`.
 pub fn wc_to_c(w: &Wc) -> IbvWc {
@@ -62,7 +45,7 @@ pub fn wc_to_c(w: &Wc) -> IbvWc {
 ///
 /// # Safety
 /// `ctx` must be ours; `channel` NULL or a live channel.
-pub unsafe fn create(
+unsafe fn create(
     ctx: *mut IbvContext,
     cqe: c_int,
     channel: *mut IbvCompChannel,
@@ -128,6 +111,38 @@ pub unsafe extern "C" fn create_cq(
     // SAFETY: arguments from libibverbs.
     guard::ptr_op("create_cq", || unsafe {
         create(ctx, cqe, channel, comp_vector, false).map(|p| p.cast())
+    })
+}
+
+pub unsafe extern "C" fn create_cq_ex(
+    ctx: *mut IbvContext,
+    attr: *mut IbvCqInitAttrEx,
+) -> *mut IbvCqEx {
+    guard::ptr_op("create_cq_ex", || {
+        // SAFETY: libibverbs passes the caller's attributes.
+        let a = unsafe { &*attr };
+        if a.comp_mask & !cq_init::MASK_FLAGS != 0 {
+            unsupported("create_cq_ex with a parent domain or unknown comp_mask");
+            return Err(libc::EOPNOTSUPP);
+        }
+        let flags = if a.comp_mask & cq_init::MASK_FLAGS != 0 {
+            a.flags
+        } else {
+            0
+        };
+        if flags & !(cq_init::FLAG_SINGLE_THREADED | cq_init::FLAG_IGNORE_OVERRUN) != 0 {
+            unsupported("create_cq_ex flags");
+            return Err(libc::EOPNOTSUPP);
+        }
+        if a.wc_flags & !wc_ex::SUPPORTED != 0 {
+            unsupported("create_cq_ex wc_flags (timestamps, cvlan, flow tag, tag matching)");
+            return Err(libc::EOPNOTSUPP);
+        }
+        let cqe = c_int::try_from(a.cqe).map_err(|_| libc::EINVAL)?;
+        let comp_vector = c_int::try_from(a.comp_vector).map_err(|_| libc::EINVAL)?;
+        // SAFETY: ctx is ours, the channel is the caller's.
+        let p = unsafe { create(ctx, cqe, a.channel, comp_vector, true)? };
+        Ok(p.cast())
     })
 }
 

@@ -1,79 +1,15 @@
-//! `ibv_create_cq_ex` and the extended polling callbacks
-//! (`ibv_start_poll`/`next_poll`/`end_poll`, `ibv_wc_read_*`).
+//! The extended polling callbacks of CQs made by `ibv_create_cq_ex`
+//! (`ibv_start_poll`/`next_poll`/`end_poll`, `ibv_wc_read_*`), installed
+//! by `cq::create`.
 
-use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use rxu_client::Wc;
 use transport::qp::wc_flags;
 
-use crate::abi::consts::{cq_init, wc_ex};
-use crate::abi::{IbvContext, IbvCqEx, IbvCqInitAttrEx, IbvPollCqAttr};
+use crate::abi::{IbvCqEx, IbvPollCqAttr};
 use crate::guard::{self, client_err, OpResult};
-use crate::log::unsupported;
-use crate::ops::cq::{self, RxuCq};
-
-/// The completion between `start_poll` and `end_poll`. `busy` is held from
-/// a successful `start_poll` to `end_poll`, so one poller at a time sees it.
-#[derive(Default)]
-pub struct PollState {
-    busy: AtomicBool,
-    cur: UnsafeCell<Wc>,
-}
-
-impl PollState {
-    fn lock(&self) {
-        let mut spins = 0u32;
-        while self
-            .busy
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
-    }
-    fn unlock(&self) {
-        self.busy.store(false, Ordering::Release);
-    }
-}
-
-pub unsafe extern "C" fn create_cq_ex(
-    ctx: *mut IbvContext,
-    attr: *mut IbvCqInitAttrEx,
-) -> *mut IbvCqEx {
-    guard::ptr_op("create_cq_ex", || {
-        // SAFETY: libibverbs passes the caller's attributes.
-        let a = unsafe { &*attr };
-        if a.comp_mask & !cq_init::MASK_FLAGS != 0 {
-            unsupported("create_cq_ex with a parent domain or unknown comp_mask");
-            return Err(libc::EOPNOTSUPP);
-        }
-        let flags = if a.comp_mask & cq_init::MASK_FLAGS != 0 {
-            a.flags
-        } else {
-            0
-        };
-        if flags & !(cq_init::FLAG_SINGLE_THREADED | cq_init::FLAG_IGNORE_OVERRUN) != 0 {
-            unsupported("create_cq_ex flags");
-            return Err(libc::EOPNOTSUPP);
-        }
-        if a.wc_flags & !wc_ex::SUPPORTED != 0 {
-            unsupported("create_cq_ex wc_flags (timestamps, cvlan, flow tag, tag matching)");
-            return Err(libc::EOPNOTSUPP);
-        }
-        let cqe = c_int::try_from(a.cqe).map_err(|_| libc::EINVAL)?;
-        let comp_vector = c_int::try_from(a.comp_vector).map_err(|_| libc::EINVAL)?;
-        // SAFETY: ctx is ours, the channel is the caller's.
-        let p = unsafe { cq::create(ctx, cqe, a.channel, comp_vector, true)? };
-        Ok(p.cast())
-    })
-}
+use crate::objects::RxuCq;
 
 /// Sets every callback of an extended CQ (unsupported fields read as 0).
 pub fn install(c: &mut IbvCqEx) {

@@ -8,14 +8,16 @@
 //! (context, PD, CQ, QP, SRQ, AH, MR, `ibv_qp_ex`, `ibv_cq_ex`) is one of
 //! ours, live until its destroy op returns. That is what the `# Safety`
 //! sections of the helpers that turn such a pointer back into our object
-//! ask ([`crate::context::state`], [`pd::pd_of`], [`cq::rxu_cq`],
-//! [`qp::rxu_qp`], [`srq::rxu_srq`], [`ah::client_ah`]); a SAFETY line
-//! that says "ours (ops: whose pointers)" refers to it.
+//! ask ([`crate::context::state::state`], [`crate::objects::pd_of`],
+//! [`crate::objects::rxu_cq`], [`crate::objects::rxu_qp`],
+//! [`crate::objects::rxu_srq`], [`crate::objects::client_ah`]); a SAFETY
+//! line that says "ours (ops: whose pointers)" refers to it.
 
 pub mod ah;
 pub mod convert;
 pub mod cq;
 pub mod cq_ex;
+pub mod events;
 pub mod mr;
 pub mod pd;
 pub mod post;
@@ -26,7 +28,7 @@ pub mod srq;
 pub mod unsupported;
 
 use crate::abi::VerbsContextOps;
-use crate::{context, events};
+use crate::context::close;
 use unsupported as un;
 
 /// Every slot is set, so no call falls through to libibverbs' silent
@@ -48,7 +50,7 @@ pub static OPS: VerbsContextOps = VerbsContextOps {
     create_ah: Some(ah::create_ah),
     create_counters: Some(un::create_counters),
     create_cq: Some(cq::create_cq),
-    create_cq_ex: Some(cq_ex::create_cq_ex),
+    create_cq_ex: Some(cq::create_cq_ex),
     create_flow: Some(un::create_flow),
     create_flow_action_esp: Some(un::create_flow_action_esp),
     create_qp: Some(qp::create_qp),
@@ -71,7 +73,7 @@ pub static OPS: VerbsContextOps = VerbsContextOps {
     destroy_srq: Some(srq::destroy_srq),
     destroy_wq: Some(un::destroy_wq),
     detach_mcast: Some(un::detach_mcast),
-    free_context: Some(context::free_context),
+    free_context: Some(close::free_context),
     free_dm: Some(un::free_dm),
     get_srq_num: Some(un::get_srq_num),
     import_dm: Some(un::import_dm),

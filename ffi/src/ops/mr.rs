@@ -6,21 +6,13 @@
 
 use std::ffi::{c_int, c_void};
 
-use rxu_client::{reg_mr_iova, Mr};
+use rxu_client::reg_mr_iova;
 
-use crate::abi::consts::access::ON_DEMAND;
 use crate::abi::{IbvMr, IbvPd, VerbsMr};
 use crate::guard::{self, client_err};
 use crate::log_info;
-use crate::ops::pd::pd_of;
-
-/// A `verbs_mr` (what `ibv_dereg_mr` expects) with the client MR behind it.
-#[repr(C)]
-pub struct RxuMr {
-    pub vmr: VerbsMr,
-    /// Taken out while deregistering; put back if that fails.
-    pub mr: Option<Mr>,
-}
+use crate::objects::{pd_of, RxuMr};
+use transport::verbs::access::ON_DEMAND;
 
 pub unsafe extern "C" fn reg_mr(
     pd: *mut IbvPd,
@@ -30,13 +22,13 @@ pub unsafe extern "C" fn reg_mr(
     access: c_int,
 ) -> *mut IbvMr {
     guard::ptr_op("reg_mr", || {
-        if access & ON_DEMAND != 0 && addr.is_null() && length == usize::MAX {
+        if access as u32 & ON_DEMAND != 0 && addr.is_null() && length == usize::MAX {
             log_info!("reg_mr: implicit ODP is not supported");
             return Err(libc::EOPNOTSUPP);
         }
         // SAFETY: pd is one of ours (ops: whose pointers).
         let p = unsafe { pd_of(pd) };
-        let acc = (access & !ON_DEMAND) as u32;
+        let acc = access as u32 & !ON_DEMAND;
         // SAFETY: the C caller registers its own memory, as with any NIC:
         // rxud may write it behind the program's back until dereg.
         let mr = unsafe { reg_mr_iova(p, addr.cast(), length, hca_va, acc) }

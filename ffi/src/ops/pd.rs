@@ -3,25 +3,9 @@
 use rxu_client::Pd;
 
 use crate::abi::{IbvContext, IbvPd};
-use crate::context::state;
+use crate::context::state::state;
 use crate::guard::{self, client_err};
-
-/// An `ibv_pd` with the client PD behind it.
-#[repr(C)]
-pub struct RxuPd {
-    pub ibv: IbvPd,
-    pub pd: Pd,
-}
-
-/// The client PD of one of our `ibv_pd`s.
-///
-/// # Safety
-/// `pd` must be a live PD made by [`alloc_pd`].
-pub unsafe fn pd_of<'a>(pd: *mut IbvPd) -> &'a Pd {
-    // SAFETY: `pd` is the ibv_pd of a live RxuPd (the contract), and
-    // an RxuPd is repr(C) and starts with it, so the cast gives that RxuPd.
-    unsafe { &(*pd.cast::<RxuPd>()).pd }
-}
+use crate::objects::{pd_of, RxuPd};
 
 pub unsafe extern "C" fn alloc_pd(ctx: *mut IbvContext) -> *mut IbvPd {
     guard::ptr_op("alloc_pd", || {

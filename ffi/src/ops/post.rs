@@ -4,14 +4,12 @@
 
 use std::ffi::c_int;
 
-use rxu_client::{wr_opcode as op, RecvWr, SendWr, Sge, UdDest};
+use rxu_client::{wr_flags, RecvWr, SendWr, Sge, UdDest, WrOpcode as Op};
 
 use crate::abi::{IbvQp, IbvRecvWr, IbvSendWr, IbvSrq};
 use crate::guard::{self, OpResult};
 use crate::log_info;
-use crate::ops::ah::client_ah;
-use crate::ops::qp::client_qp;
-use crate::ops::srq::rxu_srq;
+use crate::objects::{client_ah, client_qp, rxu_srq};
 
 /// The SGE array of a WR.
 ///
@@ -36,7 +34,7 @@ unsafe fn sges<'a>(sg_list: *const Sge, num_sge: c_int) -> OpResult<&'a [Sge]> {
 /// `w` must be a valid `ibv_send_wr` whose SGE array and (UD) AH are live
 /// for 'a.
 unsafe fn send_wr<'a>(w: &'a IbvSendWr, ud_qp: bool) -> OpResult<SendWr<'a>> {
-    let opcode = u32::try_from(w.opcode).map_err(|_| libc::EINVAL)?;
+    let opcode = Op(u32::try_from(w.opcode).map_err(|_| libc::EINVAL)?);
     // SAFETY: a valid ibv_send_wr's sg_list holds num_sge entries, live
     // for 'a (the contract).
     let sg_list = unsafe { sges(w.sg_list, w.num_sge)? };
@@ -47,18 +45,20 @@ unsafe fn send_wr<'a>(w: &'a IbvSendWr, ud_qp: bool) -> OpResult<SendWr<'a>> {
         sg_list,
         ..Default::default()
     };
-    match opcode {
+    let flags = opcode.info().map_or(0, |i| i.flags);
+    if flags & wr_flags::IMM != 0 {
         // __be32 in the C struct; the client wants the wire word.
-        op::SEND_WITH_IMM | op::RDMA_WRITE_WITH_IMM => s.imm_data = u32::from_be(w.imm_data),
-        op::SEND_WITH_INV => s.imm_data = w.imm_data,
-        _ => {}
+        s.imm_data = u32::from_be(w.imm_data);
+    } else if flags & wr_flags::INV != 0 {
+        s.imm_data = w.imm_data;
     }
+    // Which member of the `wr` union holds the remote side.
     match opcode {
-        op::RDMA_WRITE | op::RDMA_WRITE_WITH_IMM | op::RDMA_READ | op::ATOMIC_WRITE => {
+        Op::RDMA_WRITE | Op::RDMA_WRITE_WITH_IMM | Op::RDMA_READ | Op::ATOMIC_WRITE => {
             s.remote_addr = w.wr.addr_or_ah;
             s.rkey = w.rdma_rkey();
         }
-        op::ATOMIC_CMP_AND_SWP | op::ATOMIC_FETCH_AND_ADD => {
+        Op::ATOMIC_CMP_AND_SWP | Op::ATOMIC_FETCH_AND_ADD => {
             s.remote_addr = w.wr.addr_or_ah;
             s.compare_add = w.wr.word1;
             s.swap = w.wr.swap;

@@ -11,44 +11,14 @@ use crate::abi::consts::{qp_init_attr_mask, send_ops};
 use crate::abi::{
     IbvContext, IbvPd, IbvQp, IbvQpAttr, IbvQpInitAttr, IbvQpInitAttrEx, VerbsQpArea, VERBS_QP_EX,
 };
-use crate::context::{state, CtxState};
+use crate::context::state::{state, CtxState};
 use crate::events::{self, Delivered, Kind};
 use crate::guard::{self, client_err, OpResult};
 use crate::log::unsupported;
+use crate::objects::wr_batch::Builder;
+use crate::objects::{client_qp, pd_of, rxu_cq, rxu_qp, rxu_srq, RxuQp};
 use crate::ops::convert::{cap_from_c, cap_to_c, qp_attr_from_c, qp_attr_to_c, qp_type_from_c};
-use crate::ops::cq::rxu_cq;
-use crate::ops::pd::pd_of;
-use crate::ops::qp_ex::{self, Builder};
-use crate::ops::srq::rxu_srq;
-
-/// A `verbs_qp` (sized for any supported library) with the client QP.
-#[repr(C)]
-pub struct RxuQp {
-    /// Written by the library (`state`, `events_completed`, mutex) and by
-    /// the application (`wr_id`/`wr_flags` of `ibv_qp_ex`), hence the cell.
-    pub area: UnsafeCell<VerbsQpArea>,
-    /// Taken out while destroying; put back if that fails.
-    pub qp: Option<Qp>,
-    pub sq_sig_all: bool,
-    pub delivered: Delivered,
-    /// Work requests of an `ibv_wr_start` batch.
-    pub builder: Mutex<Builder>,
-}
-
-/// # Safety
-/// `qp` must be a live QP made by this provider.
-pub unsafe fn rxu_qp<'a>(qp: *mut IbvQp) -> &'a RxuQp {
-    // SAFETY: `qp` is the ibv_qp of a live RxuQp (the contract), and an
-    // RxuQp is repr(C) and starts with it, so the cast gives that RxuQp.
-    unsafe { &*qp.cast::<RxuQp>() }
-}
-
-/// # Safety
-/// As [`rxu_qp`].
-pub unsafe fn client_qp<'a>(qp: *mut IbvQp) -> OpResult<&'a Qp> {
-    // SAFETY: this function's contract is rxu_qp's.
-    unsafe { rxu_qp(qp) }.qp.as_ref().ok_or(libc::EINVAL)
-}
+use crate::ops::qp_ex;
 
 /// The send opcodes the `ibv_wr_*` interface offers on this library.
 fn supported_send_ops(st: &CtxState) -> u64 {

@@ -10,60 +10,16 @@
 //! application learns it from the return value, as with ibv_post_send).
 
 use std::ffi::{c_int, c_void};
-use std::ops::Range;
 use std::sync::MutexGuard;
 
-use rxu_client::{send_flags, wr_opcode as op, SendWr, Sge, UdDest};
+use rxu_client::{send_flags, SendWr, Sge, UdDest, WrOpcode as Op};
 
 use crate::abi::{IbvAh, IbvDataBuf, IbvQpEx, VerbsQpArea, WrFlushFn};
 use crate::guard::{self, OpResult};
 use crate::log::unsupported;
-use crate::ops::ah::client_ah;
-use crate::ops::qp::RxuQp;
+use crate::objects::wr_batch::{push_inline, push_sges, Builder, Pending};
+use crate::objects::{client_ah, RxuQp};
 use crate::version::Lib;
-
-struct Pending {
-    wr_id: u64,
-    opcode: u32,
-    flags: u32,
-    imm: u32,
-    remote_addr: u64,
-    rkey: u32,
-    compare_add: u64,
-    swap: u64,
-    sges: Range<usize>,
-    inline: Option<Range<usize>>,
-    /// (`struct ibv_ah *`, remote QPN, remote Q_Key)
-    ud: Option<(usize, u32, u32)>,
-}
-
-/// A batch being built.
-#[derive(Default)]
-pub struct Builder {
-    wrs: Vec<Pending>,
-    sges: Vec<Sge>,
-    inline: Vec<u8>,
-    err: Option<c_int>,
-}
-
-impl Builder {
-    fn clear(&mut self) {
-        self.wrs.clear();
-        self.sges.clear();
-        self.inline.clear();
-        self.err = None;
-    }
-    fn fail(&mut self, e: c_int) {
-        self.err.get_or_insert(e);
-    }
-    /// The WR the setters apply to.
-    fn last(&mut self) -> Option<&mut Pending> {
-        if self.wrs.is_empty() {
-            self.fail(libc::EINVAL);
-        }
-        self.wrs.last_mut()
-    }
-}
 
 /// Sets the `ibv_qp_ex` callbacks (and `wr_flush`/`wr_atomic_write` only
 /// where the running library's struct has them).
@@ -115,7 +71,7 @@ unsafe fn batch<'a>(qpx: *mut IbvQpEx) -> (&'a RxuQp, MutexGuard<'a, Builder>) {
 ///
 /// # Safety
 /// As [`batch`].
-unsafe fn begin(qpx: *mut IbvQpEx, opcode: u32, f: impl FnOnce(&mut Pending)) {
+unsafe fn begin(qpx: *mut IbvQpEx, opcode: Op, f: impl FnOnce(&mut Pending)) {
     guard::void_op("ibv_wr_*", || {
         // SAFETY: `qpx` is a live ibv_qp_ex (the contract); wr_id and
         // wr_flags are the application's to set before each builder call,
@@ -229,20 +185,20 @@ fn post_batch(r: &RxuQp, b: &Builder) -> OpResult<()> {
 
 unsafe extern "C" fn wr_send(qpx: *mut IbvQpEx) {
     // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
-    unsafe { begin(qpx, op::SEND, |_| {}) }
+    unsafe { begin(qpx, Op::SEND, |_| {}) }
 }
 unsafe extern "C" fn wr_send_imm(qpx: *mut IbvQpEx, imm: u32) {
     // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires. `imm` is __be32.
-    unsafe { begin(qpx, op::SEND_WITH_IMM, |p| p.imm = u32::from_be(imm)) }
+    unsafe { begin(qpx, Op::SEND_WITH_IMM, |p| p.imm = u32::from_be(imm)) }
 }
 unsafe extern "C" fn wr_send_inv(qpx: *mut IbvQpEx, rkey: u32) {
     // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
-    unsafe { begin(qpx, op::SEND_WITH_INV, |p| p.imm = rkey) }
+    unsafe { begin(qpx, Op::SEND_WITH_INV, |p| p.imm = rkey) }
 }
 unsafe extern "C" fn wr_rdma_write(qpx: *mut IbvQpEx, rkey: u32, addr: u64) {
     // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe {
-        begin(qpx, op::RDMA_WRITE, |p| {
+        begin(qpx, Op::RDMA_WRITE, |p| {
             (p.rkey, p.remote_addr) = (rkey, addr)
         })
     }
@@ -250,7 +206,7 @@ unsafe extern "C" fn wr_rdma_write(qpx: *mut IbvQpEx, rkey: u32, addr: u64) {
 unsafe extern "C" fn wr_rdma_write_imm(qpx: *mut IbvQpEx, rkey: u32, addr: u64, imm: u32) {
     // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe {
-        begin(qpx, op::RDMA_WRITE_WITH_IMM, |p| {
+        begin(qpx, Op::RDMA_WRITE_WITH_IMM, |p| {
             (p.rkey, p.remote_addr, p.imm) = (rkey, addr, u32::from_be(imm))
         })
     }
@@ -258,7 +214,7 @@ unsafe extern "C" fn wr_rdma_write_imm(qpx: *mut IbvQpEx, rkey: u32, addr: u64, 
 unsafe extern "C" fn wr_rdma_read(qpx: *mut IbvQpEx, rkey: u32, addr: u64) {
     // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe {
-        begin(qpx, op::RDMA_READ, |p| {
+        begin(qpx, Op::RDMA_READ, |p| {
             (p.rkey, p.remote_addr) = (rkey, addr)
         })
     }
@@ -272,7 +228,7 @@ unsafe extern "C" fn wr_atomic_cmp_swp(
 ) {
     // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe {
-        begin(qpx, op::ATOMIC_CMP_AND_SWP, |p| {
+        begin(qpx, Op::ATOMIC_CMP_AND_SWP, |p| {
             (p.rkey, p.remote_addr, p.compare_add, p.swap) = (rkey, addr, cmp, swap)
         })
     }
@@ -280,7 +236,7 @@ unsafe extern "C" fn wr_atomic_cmp_swp(
 unsafe extern "C" fn wr_atomic_fetch_add(qpx: *mut IbvQpEx, rkey: u32, addr: u64, add: u64) {
     // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe {
-        begin(qpx, op::ATOMIC_FETCH_AND_ADD, |p| {
+        begin(qpx, Op::ATOMIC_FETCH_AND_ADD, |p| {
             (p.rkey, p.remote_addr, p.compare_add) = (rkey, addr, add)
         })
     }
@@ -289,7 +245,7 @@ unsafe extern "C" fn wr_atomic_fetch_add(qpx: *mut IbvQpEx, rkey: u32, addr: u64
 unsafe extern "C" fn wr_atomic_write(qpx: *mut IbvQpEx, rkey: u32, addr: u64, data: *const c_void) {
     // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe {
-        begin(qpx, op::ATOMIC_WRITE, |p| {
+        begin(qpx, Op::ATOMIC_WRITE, |p| {
             (p.rkey, p.remote_addr) = (rkey, addr)
         })
     };
@@ -321,17 +277,6 @@ unsafe extern "C" fn wr_set_sge_list(qpx: *mut IbvQpEx, n: usize, list: *const S
     };
     // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe { set(qpx, |b| push_sges(b, sl)) }
-}
-
-fn push_sges(b: &mut Builder, s: &[Sge]) -> OpResult<()> {
-    let start = b.sges.len();
-    let Some(p) = b.last() else { return Ok(()) };
-    if p.inline.is_some() || p.sges.start != p.sges.end {
-        return Err(libc::EINVAL);
-    }
-    p.sges = start..start + s.len();
-    b.sges.extend_from_slice(s);
-    Ok(())
 }
 
 unsafe extern "C" fn wr_set_inline_data(qpx: *mut IbvQpEx, addr: *mut c_void, length: usize) {
@@ -374,21 +319,6 @@ unsafe extern "C" fn wr_set_inline_data_list(qpx: *mut IbvQpEx, n: usize, list: 
     }
     // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe { set(qpx, |b| push_inline(b, &parts)) }
-}
-
-fn push_inline(b: &mut Builder, parts: &[&[u8]]) -> OpResult<()> {
-    let start = b.inline.len();
-    let total: usize = parts.iter().map(|p| p.len()).sum();
-    let Some(p) = b.last() else { return Ok(()) };
-    if p.inline.is_some() || p.sges.start != p.sges.end {
-        return Err(libc::EINVAL);
-    }
-    p.inline = Some(start..start + total);
-    p.flags |= send_flags::INLINE;
-    for part in parts {
-        b.inline.extend_from_slice(part);
-    }
-    Ok(())
 }
 
 unsafe extern "C" fn wr_set_ud_addr(qpx: *mut IbvQpEx, ah: *mut IbvAh, qpn: u32, qkey: u32) {

@@ -5,7 +5,7 @@ use std::mem::size_of;
 
 use crate::abi::consts::{odp, port};
 use crate::abi::{IbvContext, IbvDeviceAttr, IbvDeviceAttrEx, IbvPortAttr, IbvQueryDeviceExInput};
-use crate::context::state;
+use crate::context::state::state;
 use crate::guard::{self, client_err};
 
 fn clamp(v: u32) -> c_int {

@@ -10,28 +10,11 @@ use crate::abi::consts::srq_init;
 use crate::abi::{
     IbvContext, IbvPd, IbvSrq, IbvSrqAttr, IbvSrqInitAttr, IbvSrqInitAttrEx, VerbsSrq,
 };
-use crate::context::state;
+use crate::context::state::state;
 use crate::events::{self, Delivered, Kind};
 use crate::guard::{self, client_err, OpResult};
 use crate::log::unsupported;
-use crate::ops::pd::pd_of;
-
-/// A `verbs_srq` with the client SRQ behind it.
-#[repr(C)]
-pub struct RxuSrq {
-    /// Written by the library too (`events_completed`, mutex).
-    pub vsrq: UnsafeCell<VerbsSrq>,
-    pub srq: Srq,
-    pub delivered: Delivered,
-}
-
-/// # Safety
-/// `srq` must be a live SRQ made by this provider.
-pub unsafe fn rxu_srq<'a>(srq: *mut IbvSrq) -> &'a RxuSrq {
-    // SAFETY: `srq` is the ibv_srq of a live RxuSrq (the contract), and
-    // an RxuSrq is repr(C) and starts with it, so the cast gives that RxuSrq.
-    unsafe { &*srq.cast::<RxuSrq>() }
-}
+use crate::objects::{pd_of, rxu_srq, RxuSrq};
 
 /// # Safety
 /// `pd` ours and live; `attr` the caller's.

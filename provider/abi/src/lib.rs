@@ -1,10 +1,9 @@
 //! rxu's shared contract: what the daemon `rxud`, the client library (and
 //! through it the C provider) and the `rxu` tool must agree on. The control
 //! protocol and fd passing ([`proto`]), the shared-memory rings ([`ring`]),
-//! where a device's files live ([`paths`]) and the verbs constants both
-//! sides use ([`verbs`]).
+//! where a device's files live ([`paths`]). The verbs vocabulary both sides
+//! use is the transport crate's (`transport::verbs`).
 
 pub mod paths;
 pub mod proto;
 pub mod ring;
-pub mod verbs;

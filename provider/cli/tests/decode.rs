@@ -15,7 +15,7 @@ use pcap_file::DataLink;
 fn vectors() -> PathBuf {
     Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/rocev2-vectors"
+        "/../../transport/tests/vectors"
     ))
     .to_path_buf()
 }

@@ -4,8 +4,8 @@
 use super::error::Result;
 use super::qp::Qp;
 use rxu_abi::proto::{AhAttr, QpAttr, QpType};
-use rxu_abi::verbs::mask;
 use transport::qp::{access, QpState};
+use transport::verbs::qp_attr_mask as mask;
 
 /// What a peer must know to connect to a QP (exchanged out of band).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

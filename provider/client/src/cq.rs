@@ -208,7 +208,8 @@ impl Cq {
             };
             slot.read(0, &mut buf)?;
             slot.release();
-            let w = Wc::from_cqe(&Cqe::decode(&buf).map_err(Error::protocol)?);
+            // A whole entry: the view cannot run short.
+            let w = Wc::from_cqe(&Cqe::new_unchecked(&buf));
             if !st.qps.is_empty() {
                 st.completed(&w);
             }

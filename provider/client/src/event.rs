@@ -1,29 +1,8 @@
 //! Asynchronous events: the 16-byte records the daemon writes to a
 //! client's async socket (`struct ib_uverbs_async_event_desc`).
 
-/// `enum ibv_event_type` values.
-pub mod event_type {
-    pub const CQ_ERR: u32 = 0;
-    pub const QP_FATAL: u32 = 1;
-    pub const QP_REQ_ERR: u32 = 2;
-    pub const QP_ACCESS_ERR: u32 = 3;
-    pub const COMM_EST: u32 = 4;
-    pub const SQ_DRAINED: u32 = 5;
-    pub const PATH_MIG: u32 = 6;
-    pub const PATH_MIG_ERR: u32 = 7;
-    pub const DEVICE_FATAL: u32 = 8;
-    pub const PORT_ACTIVE: u32 = 9;
-    pub const PORT_ERR: u32 = 10;
-    pub const LID_CHANGE: u32 = 11;
-    pub const PKEY_CHANGE: u32 = 12;
-    pub const SM_CHANGE: u32 = 13;
-    pub const SRQ_ERR: u32 = 14;
-    pub const SRQ_LIMIT_REACHED: u32 = 15;
-    pub const QP_LAST_WQE_REACHED: u32 = 16;
-    pub const CLIENT_REREGISTER: u32 = 17;
-    pub const GID_CHANGE: u32 = 18;
-    pub const WQ_FATAL: u32 = 19;
-}
+/// `enum ibv_event_type` values (the shared vocabulary's).
+pub use transport::verbs::event_type;
 
 /// Size of one async event record.
 pub const ASYNC_EVENT_LEN: usize = 16;

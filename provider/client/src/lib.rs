@@ -54,7 +54,7 @@ pub use wc::Wc;
 pub use wr::{RecvWr, SendWr, Sge, UdDest};
 
 // What callers need alongside, from their home modules.
-pub use rxu_abi::proto::abi::wr_opcode;
 pub use rxu_abi::proto::{AhAttr, DeviceAttr, PortAttr, QpAttr, QpCap, QpType};
-pub use rxu_abi::verbs::mask as qp_attr_mask;
 pub use transport::qp::{access, send_flags, wc_flags, QpState, WcOpcode, WcStatus};
+pub use transport::verbs::qp_attr_mask;
+pub use transport::verbs::{wr_flags, WrOpcode};

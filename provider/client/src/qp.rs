@@ -13,8 +13,8 @@ use super::srq::Srq;
 use super::wr::{RecvWr, SendWr, SqLimits};
 use rxu_abi::proto::{QpAttr, QpCap, QpType, Request, Response};
 use rxu_abi::ring::Ring;
-use rxu_abi::verbs::mask;
 use transport::qp::QpState;
+use transport::verbs::qp_attr_mask as mask;
 
 /// What `Qp::create` needs, as `struct ibv_qp_init_attr`.
 #[derive(Clone, Copy)]

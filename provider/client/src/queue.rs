@@ -9,10 +9,10 @@ use super::error::{Error, PostError, Result};
 use super::shadow::Shadow;
 use super::wc::Wc;
 use super::wr::{
-    check_send, gather, is_inline, recv_header, send_header, send_slot_bytes, sg_len, sge_bytes,
-    RecvWr, SendWr, SqLimits,
+    check_send, gather, is_inline, recv_header, send_header, send_slot_bytes, sg_len, RecvWr,
+    SendWr, SqLimits,
 };
-use rxu_abi::proto::abi::{RECV_HDR, SEND_HDR, SGE_SIZE};
+use rxu_abi::proto::abi::{emit_sge, RECV_HDR, SEND_HDR, SGE_SIZE};
 use rxu_abi::ring::{Doorbell, Producer};
 use transport::qp::{send_flags, WcOpcode};
 
@@ -99,7 +99,7 @@ impl SendQueue {
             Some(d) => slot.write(SEND_HDR, d)?,
             None => {
                 for (i, s) in wr.sg_list.iter().enumerate() {
-                    slot.write(SEND_HDR + i * SGE_SIZE, &sge_bytes(s))?;
+                    slot.write(SEND_HDR + i * SGE_SIZE, &emit_sge(s))?;
                 }
             }
         }
@@ -150,7 +150,7 @@ impl RecvQueue {
         };
         slot.write(0, &recv_header(wr))?;
         for (i, s) in wr.sg_list.iter().enumerate() {
-            slot.write(RECV_HDR + i * SGE_SIZE, &sge_bytes(s))?;
+            slot.write(RECV_HDR + i * SGE_SIZE, &emit_sge(s))?;
         }
         slot.commit();
         if let Some(sh) = &mut self.shadow {
@@ -344,10 +344,10 @@ pub(crate) fn post_recvs(mut g: RqGuard<'_>, wrs: &[RecvWr<'_>]) -> Result<(), P
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wr::Sge;
     use rxu_abi::proto::abi::{self, RecvSlot, SendSlot};
     use rxu_abi::proto::QpType;
     use rxu_abi::ring::{Consumer, Ring};
+    use transport::verbs::Sge;
 
     fn sq(slots: u32) -> (Mutex<SendQueue>, Consumer) {
         let slot = abi::send_slot_size(2, 32);
@@ -361,11 +361,11 @@ mod tests {
         (Mutex::new(q), ring.into_consumer())
     }
 
-    fn pop_send(c: &mut Consumer) -> Option<SendSlot> {
+    fn pop_send(c: &mut Consumer) -> Option<SendSlot<Vec<u8>>> {
         let mut b = vec![0u8; c.slot_size()];
         c.try_pop(&mut b)
             .unwrap()
-            .then(|| SendSlot::decode(&b).unwrap())
+            .then(|| SendSlot::new_checked(b).unwrap())
     }
 
     #[test]
@@ -384,9 +384,9 @@ mod tests {
         ];
         let e = post_sends(SqGuard::new(&q, &bell, true), &wrs).unwrap_err();
         assert_eq!((e.index, e.errno()), (2, libc::ENOMEM));
-        assert_eq!(pop_send(&mut c).unwrap().sges.len(), 1);
+        assert_eq!(pop_send(&mut c).unwrap().sges().len(), 1);
         let second = pop_send(&mut c).unwrap();
-        assert_eq!((second.wr_id, second.inline.as_slice()), (2, &b"abc"[..]));
+        assert_eq!((second.wr_id(), second.inline_data()), (2, &b"abc"[..]));
         assert!(pop_send(&mut c).is_none());
         assert_eq!(bell.drain().unwrap(), 0, "daemon awake: no doorbell");
     }
@@ -399,7 +399,7 @@ mod tests {
         post_sends(SqGuard::new(&q, &bell, true), &[SendWr::send(9, &[])]).unwrap();
         assert_eq!(bell.drain().unwrap(), 1);
         c.end_sleep();
-        assert_eq!(pop_send(&mut c).unwrap().wr_id, 9);
+        assert_eq!(pop_send(&mut c).unwrap().wr_id(), 9);
     }
 
     #[test]
@@ -423,7 +423,7 @@ mod tests {
         // SAFETY: the SGE points at `data`, alive for the call.
         unsafe { g.push_gather(&wr).unwrap() };
         drop(g);
-        assert_eq!(pop_send(&mut c).unwrap().inline, [7u8; 5]);
+        assert_eq!(pop_send(&mut c).unwrap().inline_data(), [7u8; 5]);
         let big = [0u8; 33];
         let e = post_sends(
             SqGuard::new(&q, &bell, true),
@@ -431,6 +431,94 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.errno(), libc::EINVAL);
+        assert!(pop_send(&mut c).is_none());
+    }
+
+    /// Every opcode on every QP type at post time (no daemon): accepted
+    /// ones land in the ring, refused ones are EINVAL at their index and
+    /// leave the ring as it was after the WR before them.
+    #[test]
+    fn every_opcode_on_every_qp_type() {
+        use crate::ah::Ah;
+        use rxu_abi::proto::AhAttr;
+        use transport::verbs::WrOpcode;
+        let ah = Ah::for_tests(AhAttr {
+            dgid: [1; 16],
+            is_global: true,
+            ..Default::default()
+        });
+        let accepted: [(QpType, &[u32]); 3] = [
+            (QpType::Rc, &[0, 1, 2, 3, 4, 5, 6, 9, 14, 15]),
+            (QpType::Uc, &[0, 1, 2, 3]),
+            (QpType::Ud, &[2, 3]),
+        ];
+        let bell = Doorbell::new().unwrap();
+        let sge = [Sge {
+            addr: 0x1000,
+            length: 8,
+            lkey: 1,
+        }];
+        for (t, ok) in accepted {
+            for v in 0..=17u32 {
+                let (ring, fd) =
+                    Ring::create("rxu-client-test", abi::send_slot_size(2, 32), 8).unwrap();
+                let lim = SqLimits {
+                    qp_type: t,
+                    max_sge: 2,
+                    max_inline: 32,
+                };
+                let q = SendQueue::new(Ring::attach(&fd).unwrap().into_producer(), lim).unwrap();
+                let q = Mutex::new(q);
+                let mut c = ring.into_consumer();
+                let mut wr = SendWr {
+                    wr_id: 2,
+                    opcode: WrOpcode(v),
+                    sg_list: &sge,
+                    remote_addr: 0x2000,
+                    rkey: 5,
+                    ..Default::default()
+                };
+                let mut good = SendWr::send(1, &sge);
+                if t == QpType::Ud {
+                    wr = wr.ud(&ah, 3, 4);
+                    good = good.ud(&ah, 3, 4);
+                }
+                let r = post_sends(SqGuard::new(&q, &bell, true), &[good, wr]);
+                assert_eq!(pop_send(&mut c).unwrap().wr_id(), 1);
+                if ok.contains(&v) {
+                    assert!(r.is_ok(), "{t:?} {v}: {r:?}");
+                    let s = pop_send(&mut c).unwrap();
+                    assert_eq!((s.wr_id(), s.opcode()), (2, WrOpcode(v)));
+                } else {
+                    let e = r.expect_err(&format!("{t:?} {v} accepted"));
+                    assert_eq!((e.index, e.errno()), (1, libc::EINVAL), "{t:?} {v}");
+                    assert!(pop_send(&mut c).is_none(), "{t:?} {v}");
+                }
+            }
+        }
+    }
+
+    /// The review's bug: SEND_WITH_INV on UC was accepted here and failed
+    /// the QP in the daemon.
+    #[test]
+    fn send_with_inv_on_uc_is_einval() {
+        let (ring, fd) = Ring::create("rxu-client-test", abi::send_slot_size(2, 32), 4).unwrap();
+        let lim = SqLimits {
+            qp_type: QpType::Uc,
+            max_sge: 2,
+            max_inline: 32,
+        };
+        let q =
+            Mutex::new(SendQueue::new(Ring::attach(&fd).unwrap().into_producer(), lim).unwrap());
+        let mut c = ring.into_consumer();
+        let bell = Doorbell::new().unwrap();
+        let wr = SendWr {
+            opcode: transport::verbs::WrOpcode::SEND_WITH_INV,
+            imm_data: 0x1234,
+            ..SendWr::send(5, &[])
+        };
+        let e = post_sends(SqGuard::new(&q, &bell, true), &[wr]).unwrap_err();
+        assert_eq!((e.index, e.errno()), (0, libc::EINVAL));
         assert!(pop_send(&mut c).is_none());
     }
 
@@ -450,8 +538,8 @@ mod tests {
         assert_eq!((e.index, e.errno()), (1, libc::EINVAL));
         let mut b = vec![0u8; c.slot_size()];
         assert!(c.try_pop(&mut b).unwrap());
-        let r = RecvSlot::decode(&b).unwrap();
-        assert_eq!((r.wr_id, r.sges.len()), (1, 2));
+        let r = RecvSlot::new_checked(&b[..]).unwrap();
+        assert_eq!((r.wr_id(), r.sges().len()), (1, 2));
         assert!(!c.try_pop(&mut b).unwrap());
     }
 }

@@ -21,8 +21,8 @@
 use std::collections::VecDeque;
 
 use super::wc::Wc;
-use rxu_abi::proto::abi::wr_opcode;
 use transport::qp::{WcOpcode, WcStatus};
+use transport::verbs::WrOpcode;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Pending {
@@ -36,21 +36,6 @@ struct Pending {
 pub(crate) struct Shadow {
     q: VecDeque<Pending>,
     cap: usize,
-}
-
-/// The completion opcode of a send WR opcode.
-fn wc_opcode(op: u32) -> WcOpcode {
-    match op {
-        wr_opcode::RDMA_WRITE | wr_opcode::RDMA_WRITE_WITH_IMM => WcOpcode::RdmaWrite,
-        wr_opcode::RDMA_READ => WcOpcode::RdmaRead,
-        wr_opcode::ATOMIC_CMP_AND_SWP => WcOpcode::CompSwap,
-        wr_opcode::ATOMIC_FETCH_AND_ADD => WcOpcode::FetchAdd,
-        wr_opcode::LOCAL_INV => WcOpcode::LocalInv,
-        wr_opcode::BIND_MW => WcOpcode::BindMw,
-        wr_opcode::FLUSH => WcOpcode::Flush,
-        wr_opcode::ATOMIC_WRITE => WcOpcode::AtomicWrite,
-        _ => WcOpcode::Send,
-    }
 }
 
 impl Shadow {
@@ -69,10 +54,10 @@ impl Shadow {
         self.q.push_back(p);
     }
 
-    pub(crate) fn posted_send(&mut self, wr_id: u64, opcode: u32, signaled: bool) {
+    pub(crate) fn posted_send(&mut self, wr_id: u64, opcode: WrOpcode, signaled: bool) {
         self.push(Pending {
             wr_id,
-            opcode: wc_opcode(opcode),
+            opcode: opcode.wc_opcode(),
             signaled,
         });
     }
@@ -155,7 +140,7 @@ mod tests {
     fn signaled_completions_take_the_unsignaled_before_them() {
         let mut s = Shadow::new(16);
         for i in 1..=6 {
-            s.posted_send(i, wr_opcode::RDMA_WRITE, i % 3 == 0);
+            s.posted_send(i, WrOpcode::RDMA_WRITE, i % 3 == 0);
         }
         s.completed_send(&wc(3, WcStatus::Success));
         assert_eq!(s.len(), 3);
@@ -173,11 +158,11 @@ mod tests {
     fn errors_complete_their_own_wr() {
         let mut s = Shadow::new(16);
         for i in 1..=4 {
-            s.posted_send(i, wr_opcode::SEND, true);
+            s.posted_send(i, WrOpcode::SEND, true);
         }
         s.completed_send(&wc(2, WcStatus::RemAccessErr));
         assert_eq!(ids(&mut s), vec![3, 4]);
-        s.posted_send(9, wr_opcode::SEND, false);
+        s.posted_send(9, WrOpcode::SEND, false);
         // An unknown wr_id takes the oldest; an empty shadow stays empty.
         s.completed_send(&wc(1234, WcStatus::WrFlushErr));
         s.completed_send(&wc(1234, WcStatus::WrFlushErr));

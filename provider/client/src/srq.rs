@@ -12,10 +12,7 @@ use rxu_abi::proto::{Request, Response};
 use rxu_abi::ring::Ring;
 
 /// `ibv_srq_attr_mask` bits for [`Srq::modify`].
-pub mod srq_attr_mask {
-    pub const MAX_WR: u32 = 1;
-    pub const LIMIT: u32 = 2;
-}
+pub use transport::verbs::srq_attr_mask;
 
 /// SRQ attributes, as `struct ibv_srq_attr`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

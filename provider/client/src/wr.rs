@@ -8,19 +8,12 @@
 
 use super::ah::Ah;
 use super::error::{Error, Result};
-use rxu_abi::proto::abi::{wr_opcode, RECV_HDR, SEND_HDR, SGE_SIZE};
+use rxu_abi::proto::abi::{RecvSlot, SendSlot, RECV_HDR, SEND_HDR, SGE_SIZE};
 use rxu_abi::proto::QpType;
 use transport::qp::send_flags;
+use transport::verbs::{WrKind, WrOpcode};
 
-/// One scatter/gather element, laid out as `struct ibv_sge` so a C caller's
-/// array can be viewed as a slice of these.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Sge {
-    pub addr: u64,
-    pub length: u32,
-    pub lkey: u32,
-}
+pub use transport::verbs::Sge;
 
 /// Where a UD send goes.
 #[derive(Clone, Copy, Debug)]
@@ -34,8 +27,8 @@ pub struct UdDest<'a> {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SendWr<'a> {
     pub wr_id: u64,
-    /// An `ibv_wr_opcode` ([`wr_opcode`]).
-    pub opcode: u32,
+    /// An `ibv_wr_opcode`.
+    pub opcode: WrOpcode,
     /// `ibv_send_flags` bits ([`send_flags`]).
     pub send_flags: u32,
     pub sg_list: &'a [Sge],
@@ -59,7 +52,7 @@ pub struct SendWr<'a> {
 }
 
 impl<'a> SendWr<'a> {
-    fn op(wr_id: u64, opcode: u32, sg_list: &'a [Sge]) -> Self {
+    fn op(wr_id: u64, opcode: WrOpcode, sg_list: &'a [Sge]) -> Self {
         SendWr {
             wr_id,
             opcode,
@@ -69,13 +62,13 @@ impl<'a> SendWr<'a> {
     }
 
     pub fn send(wr_id: u64, sg_list: &'a [Sge]) -> Self {
-        Self::op(wr_id, wr_opcode::SEND, sg_list)
+        Self::op(wr_id, WrOpcode::SEND, sg_list)
     }
 
     pub fn send_imm(wr_id: u64, sg_list: &'a [Sge], imm: u32) -> Self {
         SendWr {
             imm_data: imm,
-            ..Self::op(wr_id, wr_opcode::SEND_WITH_IMM, sg_list)
+            ..Self::op(wr_id, WrOpcode::SEND_WITH_IMM, sg_list)
         }
     }
 
@@ -83,7 +76,7 @@ impl<'a> SendWr<'a> {
         SendWr {
             remote_addr,
             rkey,
-            ..Self::op(wr_id, wr_opcode::RDMA_WRITE, sg_list)
+            ..Self::op(wr_id, WrOpcode::RDMA_WRITE, sg_list)
         }
     }
 
@@ -98,7 +91,7 @@ impl<'a> SendWr<'a> {
             remote_addr,
             rkey,
             imm_data: imm,
-            ..Self::op(wr_id, wr_opcode::RDMA_WRITE_WITH_IMM, sg_list)
+            ..Self::op(wr_id, WrOpcode::RDMA_WRITE_WITH_IMM, sg_list)
         }
     }
 
@@ -106,7 +99,7 @@ impl<'a> SendWr<'a> {
         SendWr {
             remote_addr,
             rkey,
-            ..Self::op(wr_id, wr_opcode::RDMA_READ, sg_list)
+            ..Self::op(wr_id, WrOpcode::RDMA_READ, sg_list)
         }
     }
 
@@ -124,7 +117,7 @@ impl<'a> SendWr<'a> {
             rkey,
             compare_add: compare,
             swap,
-            ..Self::op(wr_id, wr_opcode::ATOMIC_CMP_AND_SWP, sg_list)
+            ..Self::op(wr_id, WrOpcode::ATOMIC_CMP_AND_SWP, sg_list)
         }
     }
 
@@ -140,7 +133,7 @@ impl<'a> SendWr<'a> {
             remote_addr,
             rkey,
             compare_add: add,
-            ..Self::op(wr_id, wr_opcode::ATOMIC_FETCH_AND_ADD, sg_list)
+            ..Self::op(wr_id, WrOpcode::ATOMIC_FETCH_AND_ADD, sg_list)
         }
     }
 
@@ -201,38 +194,6 @@ pub(crate) struct SqLimits {
     pub max_inline: u32,
 }
 
-/// Whether `opcode` may be posted on `qp_type` (as rxe's table).
-fn opcode_allowed(qp_type: QpType, opcode: u32) -> bool {
-    use wr_opcode::*;
-    match qp_type {
-        QpType::Ud => matches!(opcode, SEND | SEND_WITH_IMM),
-        QpType::Uc => matches!(
-            opcode,
-            SEND | SEND_WITH_IMM | RDMA_WRITE | RDMA_WRITE_WITH_IMM | SEND_WITH_INV
-        ),
-        QpType::Rc => matches!(
-            opcode,
-            SEND | SEND_WITH_IMM
-                | SEND_WITH_INV
-                | RDMA_WRITE
-                | RDMA_WRITE_WITH_IMM
-                | RDMA_READ
-                | ATOMIC_CMP_AND_SWP
-                | ATOMIC_FETCH_AND_ADD
-                | ATOMIC_WRITE
-                | FLUSH
-        ),
-    }
-}
-
-fn may_inline(opcode: u32) -> bool {
-    use wr_opcode::*;
-    matches!(
-        opcode,
-        SEND | SEND_WITH_IMM | SEND_WITH_INV | RDMA_WRITE | RDMA_WRITE_WITH_IMM | ATOMIC_WRITE
-    )
-}
-
 /// Sum of the SGE lengths, or None if it overflows u32.
 pub(crate) fn sg_len(sges: &[Sge]) -> Option<u32> {
     sges.iter().try_fold(0u32, |a, s| a.checked_add(s.length))
@@ -246,15 +207,16 @@ pub(crate) fn is_inline(wr: &SendWr<'_>) -> bool {
 /// The synchronous checks of `ibv_post_send`. `inline_len` is the length of
 /// the inline payload when the WR is inline.
 pub(crate) fn check_send(wr: &SendWr<'_>, lim: &SqLimits, inline_len: Option<usize>) -> Result<()> {
-    if !opcode_allowed(lim.qp_type, wr.opcode) {
-        return Err(Error::Invalid("opcode not supported on this QP type"));
-    }
+    let info = match wr.opcode.info() {
+        Some(i) if i.allowed_on(lim.qp_type) => i,
+        _ => return Err(Error::Invalid("opcode not supported on this QP type")),
+    };
     if lim.qp_type == QpType::Ud && wr.ud.is_none() {
         return Err(Error::Invalid("UD send without an address handle"));
     }
     let len = match inline_len {
         Some(n) => {
-            if !may_inline(wr.opcode) {
+            if !info.inline_ok() {
                 return Err(Error::Invalid("opcode cannot be sent inline"));
             }
             if n > lim.max_inline as usize {
@@ -269,82 +231,63 @@ pub(crate) fn check_send(wr: &SendWr<'_>, lim: &SqLimits, inline_len: Option<usi
             u64::from(sg_len(wr.sg_list).ok_or(Error::Invalid("message length overflows"))?)
         }
     };
-    use wr_opcode::*;
-    if matches!(opcode_kind(wr.opcode), Kind::Atomic) {
-        if len != 8 {
-            return Err(Error::Invalid("atomic operations move exactly 8 bytes"));
+    match info.kind {
+        WrKind::Atomic => {
+            if len != 8 {
+                return Err(Error::Invalid("atomic operations move exactly 8 bytes"));
+            }
+            if !wr.remote_addr.is_multiple_of(8) {
+                return Err(Error::Invalid("atomic remote address not 8-byte aligned"));
+            }
         }
-        if !wr.remote_addr.is_multiple_of(8) {
-            return Err(Error::Invalid("atomic remote address not 8-byte aligned"));
+        WrKind::AtomicWrite if len != 8 => {
+            return Err(Error::Invalid("ATOMIC_WRITE moves exactly 8 bytes"));
         }
-    }
-    if wr.opcode == ATOMIC_WRITE && len != 8 {
-        return Err(Error::Invalid("ATOMIC_WRITE moves exactly 8 bytes"));
+        _ => {}
     }
     Ok(())
 }
 
-enum Kind {
-    Atomic,
-    Other,
-}
-
-fn opcode_kind(opcode: u32) -> Kind {
-    match opcode {
-        wr_opcode::ATOMIC_CMP_AND_SWP | wr_opcode::ATOMIC_FETCH_AND_ADD => Kind::Atomic,
-        _ => Kind::Other,
-    }
-}
-
-/// The send slot header. `inline_len` is the inline payload length (0 for
-/// an SGE-based WR); `num_sge` is 0 for inline WRs.
+/// The send slot header, written with the slot view's setters.
+/// `inline_len` is the inline payload length (None for an SGE-based WR,
+/// whose `num_sge` is then its SGE count).
 pub(crate) fn send_header(wr: &SendWr<'_>, inline_len: Option<usize>) -> [u8; SEND_HDR] {
-    let mut b = [0u8; SEND_HDR];
-    let (num_sge, inl) = match inline_len {
-        Some(n) => (0u16, n as u16),
-        None => (wr.sg_list.len() as u16, 0u16),
-    };
-    b[0..8].copy_from_slice(&wr.wr_id.to_le_bytes());
-    b[8..12].copy_from_slice(&wr.opcode.to_le_bytes());
-    // The daemon takes the slot as inline by this flag alone.
-    let flags = match inline_len {
-        Some(_) => wr.send_flags | send_flags::INLINE,
-        None => wr.send_flags,
-    };
-    b[12..16].copy_from_slice(&flags.to_le_bytes());
-    b[16..20].copy_from_slice(&wr.imm_data.to_le_bytes());
-    b[20..22].copy_from_slice(&num_sge.to_le_bytes());
-    b[22..24].copy_from_slice(&inl.to_le_bytes());
-    b[24..32].copy_from_slice(&wr.remote_addr.to_le_bytes());
-    b[32..36].copy_from_slice(&wr.rkey.to_le_bytes());
-    b[40..48].copy_from_slice(&wr.compare_add.to_le_bytes());
-    b[48..56].copy_from_slice(&wr.swap.to_le_bytes());
-    b[60..64].copy_from_slice(&wr.flush.to_le_bytes());
+    let mut h = SendSlot::new_unchecked([0u8; SEND_HDR]);
+    h.set_wr_id(wr.wr_id);
+    h.set_opcode(wr.opcode);
+    match inline_len {
+        Some(n) => {
+            // The daemon takes the slot as inline by this flag alone.
+            h.set_send_flags(wr.send_flags | send_flags::INLINE);
+            h.set_inline_len(n as u16);
+        }
+        None => {
+            h.set_send_flags(wr.send_flags);
+            h.set_num_sge(wr.sg_list.len() as u16);
+        }
+    }
+    h.set_imm_data(wr.imm_data);
+    h.set_remote_addr(wr.remote_addr);
+    h.set_rkey(wr.rkey);
+    h.set_compare_add(wr.compare_add);
+    h.set_swap(wr.swap);
+    h.set_flush(wr.flush);
     if let Some(ud) = &wr.ud {
         let av = ud.ah.attr();
-        b[36..40].copy_from_slice(&ud.remote_qpn.to_le_bytes());
-        b[56..60].copy_from_slice(&ud.remote_qkey.to_le_bytes());
-        b[64..80].copy_from_slice(&av.dgid);
-        b[80..84].copy_from_slice(&av.flow_label.to_le_bytes());
+        h.set_ud_qpn(ud.remote_qpn);
+        h.set_ud_qkey(ud.remote_qkey);
+        h.set_ud_gid(&av.dgid);
+        h.set_ud_flow_label(av.flow_label);
     }
-    b
-}
-
-/// One SGE as stored after a slot header.
-pub(crate) fn sge_bytes(s: &Sge) -> [u8; SGE_SIZE] {
-    let mut b = [0u8; SGE_SIZE];
-    b[0..8].copy_from_slice(&s.addr.to_le_bytes());
-    b[8..12].copy_from_slice(&s.length.to_le_bytes());
-    b[12..16].copy_from_slice(&s.lkey.to_le_bytes());
-    b
+    h.into_inner()
 }
 
 /// The receive slot header.
 pub(crate) fn recv_header(wr: &RecvWr<'_>) -> [u8; RECV_HDR] {
-    let mut b = [0u8; RECV_HDR];
-    b[0..8].copy_from_slice(&wr.wr_id.to_le_bytes());
-    b[8..12].copy_from_slice(&(wr.sg_list.len() as u32).to_le_bytes());
-    b
+    let mut h = RecvSlot::new_unchecked([0u8; RECV_HDR]);
+    h.set_wr_id(wr.wr_id);
+    h.set_num_sge(wr.sg_list.len() as u32);
+    h.into_inner()
 }
 
 /// Bytes a send WR takes in its slot.
@@ -373,7 +316,7 @@ pub(crate) unsafe fn gather(sges: &[Sge], out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rxu_abi::proto::abi::{self, RecvSlot, SendSlot};
+    use rxu_abi::proto::abi::{self, emit_sge};
     use rxu_abi::proto::AhAttr;
 
     const RC: SqLimits = SqLimits {
@@ -382,6 +325,7 @@ mod tests {
         max_inline: 64,
     };
 
+    /// The whole slot as the send queue writes it.
     fn encode(wr: &SendWr<'_>, inline: Option<&[u8]>) -> Vec<u8> {
         let il = inline.map(|d| d.len());
         let mut b = vec![0u8; send_slot_bytes(wr, il)];
@@ -391,7 +335,7 @@ mod tests {
             None => {
                 for (i, s) in wr.sg_list.iter().enumerate() {
                     let o = SEND_HDR + i * SGE_SIZE;
-                    b[o..o + SGE_SIZE].copy_from_slice(&sge_bytes(s));
+                    b[o..o + SGE_SIZE].copy_from_slice(&emit_sge(s));
                 }
             }
         }
@@ -413,30 +357,20 @@ mod tests {
             },
         ];
         let wr = SendWr::cmp_swap(42, &sges[..1], 0x8000, 99, 5, 6).signaled();
-        let got = SendSlot::decode(&encode(&wr, None)).unwrap();
-        assert_eq!(
-            got,
-            SendSlot {
-                wr_id: 42,
-                opcode: abi::wr_opcode::ATOMIC_CMP_AND_SWP,
-                send_flags: send_flags::SIGNALED,
-                remote_addr: 0x8000,
-                rkey: 99,
-                compare_add: 5,
-                swap: 6,
-                sges: vec![abi::Sge {
-                    addr: 0x1000,
-                    length: 100,
-                    lkey: 7
-                }],
-                ..Default::default()
-            }
-        );
+        let b = encode(&wr, None);
+        let got = SendSlot::new_checked(&b[..]).unwrap();
+        assert_eq!(got.wr_id(), 42);
+        assert_eq!(got.opcode(), WrOpcode::ATOMIC_CMP_AND_SWP);
+        assert_eq!(got.send_flags(), send_flags::SIGNALED);
+        assert_eq!((got.remote_addr(), got.rkey()), (0x8000, 99));
+        assert_eq!((got.compare_add(), got.swap()), (5, 6));
+        assert_eq!((got.imm_data(), got.inline_len(), got.ud_qpn()), (0, 0, 0));
+        assert_eq!(got.sges().collect::<Vec<_>>(), &sges[..1]);
         let wr = SendWr::write_imm(1, &sges, 0x10, 3, 0xdead_beef);
-        let got = SendSlot::decode(&encode(&wr, None)).unwrap();
-        assert_eq!(got.imm_or_inv, 0xdead_beef);
-        assert_eq!(got.sges.len(), 2);
-        assert_eq!(got.sges[1].lkey, 8);
+        let b = encode(&wr, None);
+        let got = SendSlot::new_checked(&b[..]).unwrap();
+        assert_eq!(got.imm_data(), 0xdead_beef);
+        assert_eq!(got.sges().collect::<Vec<_>>(), sges);
     }
 
     #[test]
@@ -451,14 +385,15 @@ mod tests {
         let wr = SendWr::send_imm(3, &[], 0x0102_0304)
             .inline(data)
             .ud(&ah, 0x11, 0x2222);
-        let got = SendSlot::decode(&encode(&wr, Some(data))).unwrap();
-        assert_eq!(got.inline, data);
-        assert!(got.sges.is_empty());
-        assert_eq!(got.send_flags, send_flags::INLINE);
-        assert_eq!((got.ud_qpn, got.ud_qkey), (0x11, 0x2222));
-        assert_eq!(got.ud_gid, [9; 16]);
-        assert_eq!(got.ud_flow_label, 0x12345);
-        assert_eq!(got.imm_or_inv, 0x0102_0304);
+        let b = encode(&wr, Some(data));
+        let got = SendSlot::new_checked(&b[..]).unwrap();
+        assert_eq!(got.inline_data(), data);
+        assert_eq!(got.num_sge(), 0);
+        assert_eq!(got.send_flags(), send_flags::INLINE);
+        assert_eq!((got.ud_qpn(), got.ud_qkey()), (0x11, 0x2222));
+        assert_eq!(got.ud_gid(), [9; 16]);
+        assert_eq!(got.ud_flow_label(), 0x12345);
+        assert_eq!(got.imm_data(), 0x0102_0304);
     }
 
     #[test]
@@ -469,23 +404,16 @@ mod tests {
             lkey: 7,
         }; 3];
         let wr = RecvWr::new(77, &sges);
-        let mut b = vec![0u8; RECV_HDR + 3 * SGE_SIZE];
+        let mut b = [0u8; RECV_HDR + 3 * SGE_SIZE];
         b[..RECV_HDR].copy_from_slice(&recv_header(&wr));
         for (i, s) in sges.iter().enumerate() {
             let o = RECV_HDR + i * SGE_SIZE;
-            b[o..o + SGE_SIZE].copy_from_slice(&sge_bytes(s));
+            b[o..o + SGE_SIZE].copy_from_slice(&emit_sge(s));
         }
-        let got = RecvSlot::decode(&b).unwrap();
-        assert_eq!(got.wr_id, 77);
-        assert_eq!(got.sges.len(), 3);
-        assert_eq!(
-            got.sges[2],
-            abi::Sge {
-                addr: 5,
-                length: 6,
-                lkey: 7
-            }
-        );
+        let got = RecvSlot::new_checked(&b[..]).unwrap();
+        assert_eq!(got.wr_id(), 77);
+        assert_eq!(got.sges().collect::<Vec<_>>(), sges);
+        assert_eq!(abi::recv_slot_size(3), 64);
     }
 
     #[test]
@@ -519,7 +447,7 @@ mod tests {
             "16 bytes"
         );
         let mut bad = SendWr::send(1, &one);
-        bad.opcode = 12345;
+        bad.opcode = WrOpcode(12345);
         assert!(!ok(bad, &RC, None), "unknown opcode");
         let uc = SqLimits {
             qp_type: QpType::Uc,

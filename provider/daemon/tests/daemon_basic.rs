@@ -13,15 +13,17 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rxu_abi::proto::abi::{wr_opcode, Cqe, RecvSlot, SendSlot, Sge, CQE_SIZE};
+use rxu_abi::proto::abi::{Cqe, RecvSlot, SendSlot, CQE_SIZE};
 use rxu_abi::proto::fdpass::{recv_msg, send_msg};
 use rxu_abi::proto::{self, AhAttr, QpAttr, QpCap, QpType, Request, Response, MAX_MSG};
 use rxu_abi::ring::{Consumer, Doorbell, Producer, Ring};
+use rxu_client::Wc;
 use rxu_testkit::bins;
 use rxu_testkit::runtime::scratch_dir;
 use rxu_testkit::sock::connect;
 use rxu_testkit::{seqpacket_pair, Daemon};
 use rxud::verbs::{self, mask};
+use transport::verbs::{Sge, WrOpcode};
 
 const LOCAL_WRITE: u32 = 1;
 const REMOTE_WRITE: u32 = 2;
@@ -205,13 +207,35 @@ fn push(p: &mut Producer, bell: &Doorbell, bytes: &[u8]) {
     p.notify(bell).unwrap();
 }
 
-fn pop_cqes(cq: &mut Consumer, want: usize) -> Vec<Cqe> {
+/// A signaled send slot of `size` bytes, written with the slot view.
+fn send_slot(size: usize, wr_id: u64, op: WrOpcode, remote: (u64, u32), sges: &[Sge]) -> Vec<u8> {
+    let mut b = vec![0u8; size];
+    let mut s = SendSlot::new_unchecked(&mut b[..]);
+    s.set_wr_id(wr_id);
+    s.set_opcode(op);
+    s.set_send_flags(SIGNALED);
+    s.set_remote_addr(remote.0);
+    s.set_rkey(remote.1);
+    s.set_sges(sges).unwrap();
+    b
+}
+
+/// A receive slot of `size` bytes, written with the slot view.
+fn recv_slot(size: usize, wr_id: u64, sges: &[Sge]) -> Vec<u8> {
+    let mut b = vec![0u8; size];
+    let mut r = RecvSlot::new_unchecked(&mut b[..]);
+    r.set_wr_id(wr_id);
+    r.set_sges(sges).unwrap();
+    b
+}
+
+fn pop_cqes(cq: &mut Consumer, want: usize) -> Vec<Wc> {
     let mut got = Vec::new();
     let end = Instant::now() + Duration::from_secs(10);
     let mut b = [0u8; CQE_SIZE];
     while got.len() < want && Instant::now() < end {
         if cq.try_pop(&mut b).unwrap() {
-            got.push(Cqe::decode(&b).unwrap());
+            got.push(Wc::from_cqe(&Cqe::new_unchecked(&b)));
         } else {
             std::thread::sleep(Duration::from_micros(200));
         }
@@ -273,48 +297,29 @@ fn send_and_write_between_two_rc_qps_then_cleanup() {
     to_rts(&a, qa.qpn, qb.qpn, addr);
     to_rts(&a, qb.qpn, qa.qpn, addr);
 
-    let mut slot = vec![0u8; qb.rq.slot_size()];
-    RecvSlot {
-        wr_id: 0xb0,
-        sges: vec![Sge {
-            addr: dst.as_mut_ptr() as u64,
-            length: 32768,
-            lkey: dlkey,
-        }],
-    }
-    .encode(&mut slot)
-    .unwrap();
+    let sge = |addr: u64, length: u32, lkey: u32| [Sge { addr, length, lkey }];
+    let slot = recv_slot(
+        qb.rq.slot_size(),
+        0xb0,
+        &sge(dst.as_mut_ptr() as u64, 32768, dlkey),
+    );
     push(&mut qb.rq, &a.bell, &slot);
-    let mut slot = vec![0u8; qa.sq.slot_size()];
-    SendSlot {
-        wr_id: 0xa0,
-        opcode: wr_opcode::SEND,
-        send_flags: SIGNALED,
-        sges: vec![Sge {
-            addr: src.as_ptr() as u64,
-            length: 20000,
-            lkey: slkey,
-        }],
-        ..Default::default()
-    }
-    .encode(&mut slot)
-    .unwrap();
+    let size = qa.sq.slot_size();
+    let slot = send_slot(
+        size,
+        0xa0,
+        WrOpcode::SEND,
+        (0, 0),
+        &sge(src.as_ptr() as u64, 20000, slkey),
+    );
     push(&mut qa.sq, &a.bell, &slot);
-    SendSlot {
-        wr_id: 0xa1,
-        opcode: wr_opcode::RDMA_WRITE,
-        send_flags: SIGNALED,
-        remote_addr: dst.as_ptr() as u64 + 32768,
-        rkey: drkey,
-        sges: vec![Sge {
-            addr: src.as_ptr() as u64 + 32768,
-            length: 32768,
-            lkey: slkey,
-        }],
-        ..Default::default()
-    }
-    .encode(&mut slot)
-    .unwrap();
+    let slot = send_slot(
+        size,
+        0xa1,
+        WrOpcode::RDMA_WRITE,
+        (dst.as_ptr() as u64 + 32768, drkey),
+        &sge(src.as_ptr() as u64 + 32768, 32768, slkey),
+    );
     push(&mut qa.sq, &a.bell, &slot);
 
     let mut got = pop_cqes(&mut cq_ring, 3);
@@ -535,25 +540,18 @@ fn bench_pingpong_and_write_goodput() {
     to_rts(&a, qa.qpn, qb.qpn, addr);
     to_rts(&a, qb.qpn, qa.qpn, addr);
     let recv = |rq: &mut Producer, buf: &[u8], key: u32| {
-        let mut slot = vec![0u8; rq.slot_size()];
-        RecvSlot {
-            wr_id: 1,
-            sges: vec![Sge {
-                addr: buf.as_ptr() as u64,
-                length: 64,
-                lkey: key,
-            }],
-        }
-        .encode(&mut slot)
-        .unwrap();
+        let sge = [Sge {
+            addr: buf.as_ptr() as u64,
+            length: 64,
+            lkey: key,
+        }];
+        let slot = recv_slot(rq.slot_size(), 1, &sge);
         push(rq, &a.bell, &slot);
     };
-    let send = |sq: &mut Producer, wr: &SendSlot| {
-        let mut slot = vec![0u8; sq.slot_size()];
-        wr.encode(&mut slot).unwrap();
+    let send = |sq: &mut Producer, slot: &[u8]| {
         // Bounded: the daemon drains the ring while it runs.
         for _ in 0..10_000_000 {
-            if sq.try_push(&slot).unwrap() {
+            if sq.try_push(slot).unwrap() {
                 sq.notify(&a.bell).unwrap();
                 return;
             }
@@ -572,7 +570,7 @@ fn bench_pingpong_and_write_goodput() {
                 return;
             }
             if cq.try_pop(&mut b).unwrap() {
-                let c = Cqe::decode(&b).unwrap();
+                let c = Wc::from_cqe(&Cqe::new_unchecked(&b));
                 assert_eq!(c.status, 0, "{c:?}");
                 *seen.entry((id, c.opcode)).or_default() += 1;
                 continue;
@@ -581,17 +579,17 @@ fn bench_pingpong_and_write_goodput() {
             std::hint::spin_loop();
         }
     };
-    let ping = SendSlot {
-        wr_id: 2,
-        opcode: wr_opcode::SEND,
-        send_flags: SIGNALED,
-        sges: vec![Sge {
+    let ping = send_slot(
+        qa.sq.slot_size(),
+        2,
+        WrOpcode::SEND,
+        (0, 0),
+        &[Sge {
             addr: src.as_ptr() as u64,
             length: 8,
             lkey: slkey,
         }],
-        ..Default::default()
-    };
+    );
     let iters = 5000;
     recv(&mut qb.rq, &dst, dlkey);
     recv(&mut qa.rq, &dst, dlkey);
@@ -624,26 +622,22 @@ fn bench_pingpong_and_write_goodput() {
     while done < n {
         while posted < n && posted - done < depth {
             let off = (posted * msg) % len;
-            send(
-                &mut qa.sq,
-                &SendSlot {
-                    wr_id: posted as u64,
-                    opcode: wr_opcode::RDMA_WRITE,
-                    send_flags: SIGNALED,
-                    remote_addr: dst.as_ptr() as u64 + off as u64,
-                    rkey: drkey,
-                    sges: vec![Sge {
-                        addr: src.as_ptr() as u64 + off as u64,
-                        length: msg as u32,
-                        lkey: slkey,
-                    }],
-                    ..Default::default()
-                },
+            let slot = send_slot(
+                qa.sq.slot_size(),
+                posted as u64,
+                WrOpcode::RDMA_WRITE,
+                (dst.as_ptr() as u64 + off as u64, drkey),
+                &[Sge {
+                    addr: src.as_ptr() as u64 + off as u64,
+                    length: msg as u32,
+                    lkey: slkey,
+                }],
             );
+            send(&mut qa.sq, &slot);
             posted += 1;
         }
         if ra.try_pop(&mut b).unwrap() {
-            assert_eq!(Cqe::decode(&b).unwrap().status, 0);
+            assert_eq!(Cqe::new_unchecked(&b).status(), 0);
             done += 1;
         } else {
             std::hint::spin_loop();

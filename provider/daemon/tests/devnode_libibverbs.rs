@@ -8,7 +8,7 @@
 //! - a device named `rxe…`, which the stock rxe provider claims by name:
 //!   `ibv_devices` never opens a device, so it lists it with the node GUID
 //!   it read from our `node_guid` file. (Real devices must never be named
-//!   like that; contract §1.5.)
+//!   like that; docs/libibverbs-contract.md §1.5.)
 //!
 //! Needs root (/dev/infiniband is not relocatable) and ibverbs-utils;
 //! skips loudly otherwise.
@@ -94,7 +94,7 @@ fn ibv_devices_reads_the_tree() {
         assert!(!err.contains("Fatal"), "{err}");
 
         // Negative control: without the /dev node the entry is dropped
-        // silently (contract §1.2), so the warning above really came from
+        // silently (docs/libibverbs-contract.md §1.2), so the warning above really came from
         // a complete entry.
         let cdev = Path::new(DEFAULT_DEV_DIR).join(node.uverbs_name());
         let saved = cdev.with_file_name(format!(".rxu-test-saved-{pid}"));

@@ -9,10 +9,10 @@
 //! an unanswered one means its responses were lost.
 
 use super::queue_pair::{Env, Qp};
-use super::send_queue::OpKind;
 use super::sgl;
 use super::timers;
 use super::types::*;
+use crate::verbs::WrKind;
 use crate::wire::{AethKind, NakCode, Opcode, Packet};
 use crate::Psn;
 use std::time::Instant;
@@ -97,11 +97,11 @@ impl Qp {
     /// the window grows back after a timeout.
     fn progress(&mut self, now: Instant) {
         self.sq.cwnd = self.sq.cwnd.saturating_mul(2);
-        self.sq.retries_left = self.p.retry_cnt;
-        self.sq.rnr_left = self.p.rnr_retry;
+        self.sq.retries_left = self.attr.retry_cnt;
+        self.sq.rnr_left = self.attr.rnr_retry;
         self.sq.end_pass_if_done();
         self.sq.ack_deadline = match self.sq.outstanding() {
-            true => self.p.ack_timeout().map(|t| now + t),
+            true => self.attr.ack_timeout().map(|t| now + t),
             false => None,
         };
     }
@@ -153,7 +153,7 @@ impl Qp {
             self.counters.dropped_pkts += 1;
             return;
         }
-        let pmtu = self.p.pmtu() as u64;
+        let pmtu = self.attr.pmtu() as u64;
         let Some(i) = self.sq.front_pending() else {
             return;
         };
@@ -166,18 +166,18 @@ impl Qp {
         // A retried READ may be answered as a new one (FIRST/ONLY) or as
         // a continuation (MIDDLE/LAST), whichever the responder chose.
         let ok_op = match (e.kind, final_pkt, k == 0) {
-            (OpKind::Read, true, true) => op == Opcode::RC_READ_RESPONSE_ONLY,
-            (OpKind::Read, true, false) => {
+            (WrKind::Read, true, true) => op == Opcode::RC_READ_RESPONSE_ONLY,
+            (WrKind::Read, true, false) => {
                 op == Opcode::RC_READ_RESPONSE_LAST || op == Opcode::RC_READ_RESPONSE_ONLY
             }
-            (OpKind::Read, false, true) => op == Opcode::RC_READ_RESPONSE_FIRST,
-            (OpKind::Read, false, false) => {
+            (WrKind::Read, false, true) => op == Opcode::RC_READ_RESPONSE_FIRST,
+            (WrKind::Read, false, false) => {
                 op == Opcode::RC_READ_RESPONSE_MIDDLE || op == Opcode::RC_READ_RESPONSE_FIRST
             }
-            (OpKind::Flush | OpKind::AtomicWrite, _, _) => op == Opcode::RC_READ_RESPONSE_ONLY,
+            (WrKind::Flush | WrKind::AtomicWrite, _, _) => op == Opcode::RC_READ_RESPONSE_ONLY,
             _ => false,
         };
-        let want = if e.kind == OpKind::Read {
+        let want = if e.kind == WrKind::Read {
             remaining.min(pmtu)
         } else {
             0
@@ -225,7 +225,7 @@ impl Qp {
             return;
         };
         let e = &mut self.sq.entries[i];
-        if e.kind != OpKind::Atomic || e.first_psn != psn {
+        if e.kind != WrKind::Atomic || e.first_psn != psn {
             self.counters.dropped_pkts += 1;
             return;
         }
@@ -263,7 +263,7 @@ impl Qp {
             self.fail_front(WcStatus::RnrRetryExcErr);
             return;
         }
-        if self.p.rnr_retry != 7 {
+        if self.attr.rnr_retry != 7 {
             self.sq.rnr_left -= 1;
         }
         self.sq.rnr_deadline = Some(now + timers::rnr_timeout(timer));

@@ -19,18 +19,20 @@ pub mod queue_pair;
 pub use queue_pair::*;
 
 mod completer;
+mod error;
 pub mod grh;
 mod requester;
 mod resources;
-mod resp_out;
+mod resp_state;
 mod resp_ud;
 mod responder;
+mod responses;
 mod send_queue;
 mod sgl;
-pub mod sport;
 pub mod timers;
 mod tuning;
 mod ud_dedup;
+pub mod udp_sport;
 
 pub use send_queue::MAX_MSG_SIZE;
 pub use tuning::QpTuning;

@@ -3,7 +3,7 @@
 //! This file is the glue: QP state, attributes, posting, flushing and the
 //! dispatch of packets and timers to the requester (`requester.rs`), the
 //! completer (`completer.rs`) and the responder (`responder.rs`,
-//! `resp_ud.rs`, `resp_out.rs`).
+//! `resp_ud.rs`, `responses.rs`; their state in `resp_state.rs`).
 //!
 //! Verbs conventions chosen here:
 //! - posting in ERR succeeds and the WQE completes at once with
@@ -34,8 +34,9 @@
 //!   completer;
 //! - credits in received AETHs are ignored (advisory); we send 0x1F.
 
+pub use super::error::QpError;
 use super::memory::Memory;
-use super::responder::Responder;
+use super::resp_state::Responder;
 use super::send_queue::{self, SendQueue, SqEntry};
 use super::timers;
 use super::tuning::QpTuning;
@@ -136,19 +137,6 @@ pub enum QpEvent {
     CommEstablished,
 }
 
-/// Misuse of the QP API.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum QpError {
-    #[error("operation not allowed in QP state {0:?}")]
-    InvalidState(QpState),
-    #[error("work queue full")]
-    QueueFull,
-    #[error("work request not valid for this QP: {0}")]
-    InvalidWr(&'static str),
-    #[error("attribute not valid: {0}")]
-    InvalidAttr(&'static str),
-}
-
 /// Per-QP counters, named like rxe's hw_counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QpCounters {
@@ -224,7 +212,7 @@ impl Params {
 pub struct Qp {
     pub(crate) cfg: QpConfig,
     pub(crate) state: QpState,
-    pub(crate) p: Params,
+    pub(crate) attr: Params,
     pub(crate) tuning: QpTuning,
     pub(crate) sq: SendQueue,
     pub(crate) rq: VecDeque<RecvWqe>,
@@ -240,19 +228,19 @@ pub struct Qp {
 
 impl Qp {
     pub fn new(cfg: QpConfig) -> Qp {
-        let p = Params::default();
+        let attr = Params::default();
         let mut resp = Responder::default();
-        resp.res.resize(usize::from(p.max_dest_rd_atomic));
+        resp.res.resize(usize::from(attr.max_dest_rd_atomic));
         let sq = SendQueue {
-            retries_left: p.retry_cnt,
-            rnr_left: p.rnr_retry,
+            retries_left: attr.retry_cnt,
+            rnr_left: attr.rnr_retry,
             cwnd: u32::MAX,
             ..SendQueue::default()
         };
         Qp {
             cfg,
             state: QpState::Reset,
-            p,
+            attr,
             tuning: QpTuning::default(),
             sq,
             rq: VecDeque::new(),
@@ -289,7 +277,7 @@ impl Qp {
     }
     /// The UDP source port this QP's packets carry.
     pub fn udp_sport(&self) -> u16 {
-        self.p.sport
+        self.attr.sport
     }
     /// Send WQEs posted and not yet completed.
     pub fn send_queue_len(&self) -> usize {
@@ -338,45 +326,46 @@ impl Qp {
             }
         }
         if let Some(v) = a.path_mtu {
-            self.p.path_mtu = v;
+            self.attr.path_mtu = v;
         }
         if let Some(v) = a.dest_qpn {
-            self.p.dest_qpn = v;
+            self.attr.dest_qpn = v;
         }
         if let Some(v) = a.dest_addr {
-            self.p.dest_addr = Some(v);
+            self.attr.dest_addr = Some(v);
         }
         if let Some(v) = a.flow_label {
-            self.p.flow_label = v;
+            self.attr.flow_label = v;
         }
         if let Some(v) = a.qkey {
-            self.p.qkey = v;
+            self.attr.qkey = v;
         }
         if let Some(v) = a.access_flags {
-            self.p.access = v;
+            self.attr.access = v;
         }
         if let Some(v) = a.timeout {
-            self.p.timeout = v;
+            self.attr.timeout = v;
         }
         if let Some(v) = a.retry_cnt {
-            self.p.retry_cnt = v;
+            self.attr.retry_cnt = v;
             self.sq.retries_left = v;
         }
         if let Some(v) = a.rnr_retry {
-            self.p.rnr_retry = v;
+            self.attr.rnr_retry = v;
             self.sq.rnr_left = v;
         }
         if let Some(v) = a.min_rnr_timer {
-            self.p.min_rnr_timer = v;
+            self.attr.min_rnr_timer = v;
         }
         if let Some(v) = a.max_rd_atomic {
-            self.p.max_rd_atomic = v;
+            self.attr.max_rd_atomic = v;
         }
         if let Some(v) = a.max_dest_rd_atomic {
-            self.p.max_dest_rd_atomic = v;
+            self.attr.max_dest_rd_atomic = v;
             self.resp.res.resize(usize::from(v));
         }
-        self.p.sport = super::sport::udp_sport(self.p.flow_label, self.cfg.qpn, self.p.dest_qpn);
+        self.attr.sport =
+            super::udp_sport::udp_sport(self.attr.flow_label, self.cfg.qpn, self.attr.dest_qpn);
         if let Some(v) = a.rq_psn {
             self.resp.epsn = v;
             self.resp.nak_sent = false;
@@ -409,8 +398,8 @@ impl Qp {
     fn reset(&mut self) {
         self.state = QpState::Reset;
         self.sq.reset(Psn::new(0));
-        self.sq.retries_left = self.p.retry_cnt;
-        self.sq.rnr_left = self.p.rnr_retry;
+        self.sq.retries_left = self.attr.retry_cnt;
+        self.sq.rnr_left = self.attr.rnr_retry;
         self.rq.clear();
         self.resp.reset();
         self.comm_est = false;
@@ -420,7 +409,7 @@ impl Qp {
         match self.state {
             QpState::Reset => return Err(QpError::InvalidState(self.state)),
             QpState::Err | QpState::Sqe => {
-                let (kind, len) = (send_queue::OpKind::of(&wqe.op), wqe.payload.len());
+                let (kind, len) = (send_queue::kind_of(&wqe.op), wqe.payload.len());
                 let e = SqEntry::new(wqe, kind, len, true);
                 self.cq
                     .push_back(e.completion(WcStatus::WrFlushErr, self.cfg.qpn));
@@ -508,7 +497,7 @@ impl Qp {
     }
 
     fn is_peer(&self, meta: &RxMeta) -> bool {
-        self.p
+        self.attr
             .dest_addr
             .is_none_or(|d| d.to_canonical() == meta.src.to_canonical())
     }
@@ -590,7 +579,7 @@ impl Qp {
         Some(Transmit {
             len,
             dst,
-            src_port: self.p.sport,
+            src_port: self.attr.sport,
         })
     }
     pub fn poll_completion(&mut self) -> Option<Completion> {

@@ -9,9 +9,10 @@
 //! WQE when its last packet is out.
 
 use super::queue_pair::{Env, Qp};
-use super::send_queue::{OpKind, SqEntry};
+use super::send_queue::SqEntry;
 use super::sgl;
 use super::types::*;
+use crate::verbs::WrKind;
 use crate::wire::{pad_for, AtomicEth, Deth, Feth, Headers, Opcode, Reth, ICRC_LEN};
 use crate::Psn;
 use std::net::IpAddr;
@@ -65,7 +66,7 @@ impl Qp {
     fn seg_mtu(&self) -> usize {
         match self.cfg.qp_type {
             QpType::Ud => self.tuning.port_mtu.bytes(),
-            _ => self.p.pmtu(),
+            _ => self.attr.pmtu(),
         }
     }
 
@@ -101,7 +102,7 @@ impl Qp {
             return false;
         }
         // max_rd_atomic 0 is treated as 1: the peer refuses what it must.
-        let depth = u32::from(self.p.max_rd_atomic.max(1));
+        let depth = u32::from(self.attr.max_rd_atomic.max(1));
         if e.kind.is_rd_atomic() && sq.rd_outstanding >= depth {
             return false;
         }
@@ -146,7 +147,7 @@ impl Qp {
             }
         };
         let e = &self.sq.entries[idx];
-        let next = if e.kind == OpKind::Read {
+        let next = if e.kind == WrKind::Read {
             e.end_psn()
         } else {
             psn.next()
@@ -163,7 +164,7 @@ impl Qp {
                     self.sq.sent_high = next;
                 }
                 if self.sq.ack_deadline.is_none() {
-                    self.sq.ack_deadline = self.p.ack_timeout().map(|t| now + t);
+                    self.sq.ack_deadline = self.attr.ack_timeout().map(|t| now + t);
                 }
             }
             QpType::Uc | QpType::Ud => {
@@ -196,19 +197,19 @@ impl Qp {
         let pmtu = self.seg_mtu();
         let qp_type = self.cfg.qp_type;
         let pd = self.cfg.pd;
-        let qkey = self.p.qkey;
+        let qkey = self.attr.qkey;
         let qpn = self.cfg.qpn;
         let window_end = self.sq.comp_psn.add(self.window());
         let interval = self.tuning.ack_req_interval;
-        let mut dst = self.p.dst();
+        let mut dst = self.attr.dst();
         let e = &mut self.sq.entries[idx];
         let k = psn.distance_from(e.first_psn).min(e.npkts - 1);
         let offset = u64::from(k) * pmtu as u64;
         let mut hdr = Headers::default();
-        hdr.bth.dest_qpn = self.p.dest_qpn;
+        hdr.bth.dest_qpn = self.attr.dest_qpn;
         hdr.bth.psn = psn;
         let (n, last) = match (e.kind, &e.wqe.op) {
-            (OpKind::Send | OpKind::Write, op) => {
+            (WrKind::Send | WrKind::Write, op) => {
                 let pos = pos_of(k, e.npkts);
                 let n = (e.len - offset).min(pmtu as u64) as usize;
                 let mut opc = send_write_opcode(op, pos);
@@ -274,7 +275,7 @@ impl Qp {
                 hdr.bth.opcode = opc;
                 (n, end)
             }
-            (OpKind::Read, &SendOp::Read { remote_addr, rkey }) => {
+            (WrKind::Read, &SendOp::Read { remote_addr, rkey }) => {
                 hdr.bth.opcode = Opcode::RC_READ_REQUEST;
                 // A re-issued READ asks only for what has not arrived.
                 hdr.reth = Some(Reth {
@@ -284,7 +285,7 @@ impl Qp {
                 });
                 (0, true)
             }
-            (OpKind::Atomic, op) => {
+            (WrKind::Atomic, op) => {
                 let (va, rkey, swap_add, compare, opc) = match *op {
                     SendOp::CmpSwap {
                         remote_addr,
@@ -308,7 +309,7 @@ impl Qp {
                 });
                 (0, true)
             }
-            (OpKind::AtomicWrite, &SendOp::AtomicWrite { remote_addr, rkey }) => {
+            (WrKind::AtomicWrite, &SendOp::AtomicWrite { remote_addr, rkey }) => {
                 hdr.bth.opcode = Opcode::RC_ATOMIC_WRITE;
                 hdr.reth = Some(Reth {
                     va: remote_addr,
@@ -318,7 +319,7 @@ impl Qp {
                 (8, true)
             }
             (
-                OpKind::Flush,
+                WrKind::Flush,
                 &SendOp::Flush {
                     remote_addr,
                     rkey,
@@ -336,7 +337,7 @@ impl Qp {
                 });
                 (0, true)
             }
-            // OpKind is derived from the op: no other pairs exist.
+            // The kind is derived from the op: no other pairs exist.
             _ => return Err(super::memory::MemError::InvalidKey),
         };
         if qp_type == QpType::Rc {

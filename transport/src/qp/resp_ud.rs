@@ -6,7 +6,7 @@
 use super::grh;
 use super::memory::MemError;
 use super::queue_pair::{recv_completion, Env, Qp, RxMeta};
-use super::responder::HeldRecv;
+use super::resp_state::HeldRecv;
 use super::sgl;
 use super::types::*;
 use crate::wire::{Opcode, Packet, ICRC_LEN};
@@ -22,7 +22,7 @@ impl Qp {
             self.counters.dropped_pkts += 1;
             return;
         }
-        if deth.qkey != self.p.qkey {
+        if deth.qkey != self.attr.qkey {
             self.counters.qkey_violations += 1;
             self.counters.dropped_pkts += 1;
             return;

@@ -1,7 +1,7 @@
 //! Responder (RC and UC): checks incoming requests (PSN, opcode sequence,
 //! lengths, access), executes them against memory, produces receive
 //! completions and queues ACKs, NAKs and READ / atomic responses
-//! (`resp_out.rs`). UD receive lives in `resp_ud.rs`.
+//! (`responses.rs`). UD receive lives in `resp_ud.rs`.
 //!
 //! RC: a PSN ahead of the expected one is NAKed once (sequence error)
 //! until the expected PSN arrives; a PSN behind it is a duplicate: SEND /
@@ -20,95 +20,16 @@
 
 use super::memory::MemError;
 use super::queue_pair::{recv_completion, Env, Qp};
-use super::resources::{ResKind, Resource, Resources};
-use super::resp_out::{ReadStream, RespOut};
-use super::sgl::{self, SgCursor};
+use super::resources::{ResKind, Resource};
+use super::resp_state::{HeldRecv, InMsg, ReadStream, RespOut, WriteCtx};
+use super::sgl;
 use super::types::*;
 use crate::wire::opcode::{flags, OpcodeInfo};
 use crate::wire::{Aeth, NakCode, Opcode, Packet};
 use crate::Psn;
-use std::collections::VecDeque;
 
 /// RETH lengths above this are refused (as rxe does).
 const MAX_DMA_LEN: u32 = 1 << 31;
-
-/// Access bits for FLUSH, numbered as IBV_ACCESS_FLUSH_*.
-const ACCESS_FLUSH_GLOBAL: u32 = 1 << 8;
-const ACCESS_FLUSH_PERSISTENT: u32 = 1 << 9;
-
-/// A receive WQE being filled by a (multi-packet) message.
-#[derive(Debug)]
-pub(crate) struct HeldRecv {
-    pub wqe: RecvWqe,
-    pub cap: u64,
-    pub cur: SgCursor,
-    pub written: u64,
-}
-
-impl HeldRecv {
-    pub(crate) fn new(wqe: RecvWqe) -> HeldRecv {
-        HeldRecv {
-            cap: sgl::capacity(&wqe.sges),
-            wqe,
-            cur: SgCursor::default(),
-            written: 0,
-        }
-    }
-}
-
-/// Multi-packet message in progress.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum InMsg {
-    Send,
-    Write,
-}
-
-/// Target of the RDMA WRITE in progress.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct WriteCtx {
-    pub va: u64,
-    pub rkey: u32,
-    pub total: u64,
-    pub done: u64,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct Responder {
-    /// Expected PSN.
-    pub epsn: Psn,
-    /// Message sequence number (24 bits).
-    pub msn: u32,
-    /// A sequence NAK went out and the expected PSN has not come since.
-    pub nak_sent: bool,
-    pub in_msg: Option<InMsg>,
-    pub held: Option<HeldRecv>,
-    pub write: WriteCtx,
-    /// UC: dropping packets until the next FIRST/ONLY.
-    pub uc_drop: bool,
-    pub res: Resources,
-    pub out: VecDeque<RespOut>,
-    /// UD: recently seen PSNs per source, to drop network duplicates.
-    pub ud_seen: super::ud_dedup::UdDedup,
-}
-
-impl Responder {
-    pub(crate) fn reset(&mut self) {
-        self.epsn = Psn::new(0);
-        self.msn = 0;
-        self.nak_sent = false;
-        self.in_msg = None;
-        self.held = None;
-        self.write = WriteCtx::default();
-        self.uc_drop = false;
-        self.ud_seen.clear();
-        self.res.clear();
-        self.out.clear();
-    }
-
-    fn bump_msn(&mut self) {
-        self.msn = (self.msn + 1) & 0xFF_FFFF;
-    }
-}
 
 /// How a request failed: NAK code to send (RC) and the status of the
 /// receive WQE involved.
@@ -209,7 +130,7 @@ impl Qp {
             }
             Step::NoRecv => {
                 self.counters.send_rnr_err += 1;
-                let aeth = Aeth::rnr_nak(self.p.min_rnr_timer, self.resp.msn);
+                let aeth = Aeth::rnr_nak(self.attr.min_rnr_timer, self.resp.msn);
                 self.push_ack(psn, aeth);
                 // The RNR NAK is this PSN's one NAK: the rest of the
                 // message in flight is dropped without a sequence NAK
@@ -258,7 +179,7 @@ impl Qp {
             _ => {}
         }
         let n = pkt.payload.len();
-        let pmtu = self.p.pmtu();
+        let pmtu = self.attr.pmtu();
         let ok = if info.has(flags::FIRST) || info.has(flags::MIDDLE) {
             n == pmtu
         } else if info.has(flags::LAST) {
@@ -389,7 +310,7 @@ impl Qp {
         let n = pkt.payload.len() as u64;
         let mut w = self.resp.write;
         if let Some(reth) = pkt.hdr.reth {
-            if self.p.access & access::REMOTE_WRITE == 0 || reth.dma_len > MAX_DMA_LEN {
+            if self.attr.access & access::REMOTE_WRITE == 0 || reth.dma_len > MAX_DMA_LEN {
                 return Step::Fail(INVALID);
             }
             w = WriteCtx {
@@ -447,7 +368,7 @@ impl Qp {
         let Some(reth) = pkt.hdr.reth else {
             return Step::Fail(INVALID);
         };
-        if self.p.access & access::REMOTE_READ == 0 || reth.dma_len > MAX_DMA_LEN {
+        if self.attr.access & access::REMOTE_READ == 0 || reth.dma_len > MAX_DMA_LEN {
             return Step::Fail(INVALID);
         }
         let len = u64::from(reth.dma_len);
@@ -460,7 +381,7 @@ impl Qp {
             }
         }
         let psn = pkt.hdr.bth.psn;
-        let npkts = len.div_ceil(self.p.pmtu() as u64).max(1) as u32;
+        let npkts = len.div_ceil(self.attr.pmtu() as u64).max(1) as u32;
         let last = psn.add(npkts - 1);
         self.resp.res.insert(Resource {
             kind: ResKind::Read {
@@ -484,7 +405,7 @@ impl Qp {
         let Some(a) = pkt.hdr.atomic_eth else {
             return Step::Fail(INVALID);
         };
-        if self.p.access & access::REMOTE_ATOMIC == 0 || a.va % 8 != 0 {
+        if self.attr.access & access::REMOTE_ATOMIC == 0 || a.va % 8 != 0 {
             return Step::Fail(INVALID);
         }
         let op = if pkt.opcode() == Opcode::RC_CMP_SWAP {
@@ -514,7 +435,7 @@ impl Qp {
         let Some(reth) = pkt.hdr.reth else {
             return Step::Fail(INVALID);
         };
-        if self.p.access & access::REMOTE_WRITE == 0 || reth.va % 8 != 0 {
+        if self.attr.access & access::REMOTE_WRITE == 0 || reth.va % 8 != 0 {
             return Step::Fail(INVALID);
         }
         let mut b = [0u8; 8];
@@ -547,10 +468,10 @@ impl Qp {
         // Placement type: bit 0 global visibility, bit 1 persistence.
         let mut need = 0;
         if feth.plt & 1 != 0 {
-            need |= ACCESS_FLUSH_GLOBAL;
+            need |= access::FLUSH_GLOBAL;
         }
         if feth.plt & 2 != 0 {
-            need |= ACCESS_FLUSH_PERSISTENT;
+            need |= access::FLUSH_PERSISTENT;
         }
         if need == 0 || feth.sel > 1 {
             return Step::Fail(INVALID);

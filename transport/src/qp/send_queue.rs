@@ -6,9 +6,10 @@
 //! re-sends the same PSNs, so every position can be recomputed from
 //! `(entry, psn)` alone.
 
-use super::queue_pair::QpError;
+use super::error::QpError;
 use super::sgl::SgCursor;
 use super::types::*;
+use crate::verbs::WrKind;
 use crate::Psn;
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -17,47 +18,18 @@ use std::time::Instant;
 /// at 2^22 PSNs, well inside the 2^23 PSN comparison window.
 pub const MAX_MSG_SIZE: u64 = 1 << 30;
 
-/// The operation family of a WQE.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum OpKind {
-    Send,
-    Write,
-    Read,
-    Atomic,
-    Flush,
-    AtomicWrite,
-}
-
-impl OpKind {
-    pub(crate) fn of(op: &SendOp) -> OpKind {
-        match op {
-            SendOp::Send | SendOp::SendImm { .. } | SendOp::SendInv { .. } => OpKind::Send,
-            SendOp::Write { .. } | SendOp::WriteImm { .. } => OpKind::Write,
-            SendOp::Read { .. } => OpKind::Read,
-            SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. } => OpKind::Atomic,
-            SendOp::Flush { .. } => OpKind::Flush,
-            SendOp::AtomicWrite { .. } => OpKind::AtomicWrite,
-        }
-    }
-
-    /// Answered by a response carrying data or a result rather than a
-    /// plain ACK; occupies an initiator-depth slot while outstanding.
-    pub(crate) fn is_rd_atomic(self) -> bool {
-        !matches!(self, OpKind::Send | OpKind::Write)
+/// The operation family of a WQE, from the WR opcode table.
+pub(crate) fn kind_of(op: &SendOp) -> WrKind {
+    match op.wr_opcode().info() {
+        Some(i) => i.kind,
+        // Every SendOp has a table entry (wr_opcode's tests).
+        None => WrKind::Other,
     }
 }
 
 /// Completion opcode of a send WQE.
 pub(crate) fn wc_opcode(op: &SendOp) -> WcOpcode {
-    match op {
-        SendOp::Send | SendOp::SendImm { .. } | SendOp::SendInv { .. } => WcOpcode::Send,
-        SendOp::Write { .. } | SendOp::WriteImm { .. } => WcOpcode::RdmaWrite,
-        SendOp::Read { .. } => WcOpcode::RdmaRead,
-        SendOp::CmpSwap { .. } => WcOpcode::CompSwap,
-        SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
-        SendOp::Flush { .. } => WcOpcode::Flush,
-        SendOp::AtomicWrite { .. } => WcOpcode::AtomicWrite,
-    }
+    op.wr_opcode().wc_opcode()
 }
 
 /// Checks a WQE against the QP type; returns its kind and message length.
@@ -65,22 +37,19 @@ pub(crate) fn validate(
     qp_type: QpType,
     wqe: &SendWqe,
     ud_max: usize,
-) -> Result<(OpKind, u64), QpError> {
-    let kind = OpKind::of(&wqe.op);
+) -> Result<(WrKind, u64), QpError> {
+    let kind = kind_of(&wqe.op);
     let plen = wqe.payload.len();
+    if !wqe.op.wr_opcode().allowed_on(qp_type) {
+        return Err(QpError::InvalidWr(match qp_type {
+            QpType::Rc => "opcode not supported on RC",
+            QpType::Uc => "opcode not supported on UC",
+            QpType::Ud => "opcode not supported on UD",
+        }));
+    }
     match qp_type {
-        QpType::Rc => {}
-        QpType::Uc => match wqe.op {
-            SendOp::Send
-            | SendOp::SendImm { .. }
-            | SendOp::Write { .. }
-            | SendOp::WriteImm { .. } => {}
-            _ => return Err(QpError::InvalidWr("opcode not supported on UC")),
-        },
+        QpType::Rc | QpType::Uc => {}
         QpType::Ud => {
-            if !matches!(wqe.op, SendOp::Send | SendOp::SendImm { .. }) {
-                return Err(QpError::InvalidWr("opcode not supported on UD"));
-            }
             if wqe.ud.is_none() {
                 return Err(QpError::InvalidWr("UD send without a destination"));
             }
@@ -91,25 +60,27 @@ pub(crate) fn validate(
     }
     let sges_only = matches!(wqe.payload, Payload::Sges(_));
     let len = match kind {
-        OpKind::Send | OpKind::Write | OpKind::Read => plen,
-        OpKind::Atomic => {
+        WrKind::Send | WrKind::Write | WrKind::Read => plen,
+        WrKind::Atomic => {
             if !sges_only || plen != 8 {
                 return Err(QpError::InvalidWr("atomic needs an 8-byte local buffer"));
             }
             8
         }
-        OpKind::AtomicWrite => {
+        WrKind::AtomicWrite => {
             if plen != 8 {
                 return Err(QpError::InvalidWr("ATOMIC WRITE carries exactly 8 bytes"));
             }
             8
         }
-        OpKind::Flush => match wqe.op {
+        WrKind::Flush => match wqe.op {
             SendOp::Flush { len, .. } => u64::from(len),
             _ => 0,
         },
+        // No SendOp has these kinds (refused above in any case).
+        WrKind::LocalOp | WrKind::Other => return Err(QpError::InvalidWr("opcode not supported")),
     };
-    if kind == OpKind::Read && !sges_only {
+    if kind == WrKind::Read && !sges_only {
         return Err(QpError::InvalidWr("READ needs a scatter list"));
     }
     if len > MAX_MSG_SIZE {
@@ -122,7 +93,7 @@ pub(crate) fn validate(
 #[derive(Debug)]
 pub(crate) struct SqEntry {
     pub wqe: SendWqe,
-    pub kind: OpKind,
+    pub kind: WrKind,
     pub len: u64,
     /// Packets (or, for READ, response packets) the message spans; set
     /// when first sent.
@@ -143,7 +114,7 @@ pub(crate) struct SqEntry {
 }
 
 impl SqEntry {
-    pub(crate) fn new(wqe: SendWqe, kind: OpKind, len: u64, sig_all: bool) -> SqEntry {
+    pub(crate) fn new(wqe: SendWqe, kind: WrKind, len: u64, sig_all: bool) -> SqEntry {
         let signaled = sig_all || wqe.flags & send_flags::SIGNALED != 0;
         SqEntry {
             wqe,
@@ -172,9 +143,9 @@ impl SqEntry {
     }
 
     /// Packets a message of `len` bytes needs at `pmtu` (at least one).
-    pub(crate) fn packets_for(kind: OpKind, len: u64, pmtu: usize) -> u32 {
+    pub(crate) fn packets_for(kind: WrKind, len: u64, pmtu: usize) -> u32 {
         match kind {
-            OpKind::Send | OpKind::Write | OpKind::Read => {
+            WrKind::Send | WrKind::Write | WrKind::Read => {
                 len.div_ceil(pmtu as u64).clamp(1, u64::from(u32::MAX)) as u32
             }
             _ => 1,

@@ -1,4 +1,4 @@
-//! The RoCEv2 invariant CRC (ICRC), rocev2-wire.md §2.
+//! The RoCEv2 invariant CRC (ICRC), docs/rocev2-wire.md §2.
 //!
 //! CRC-32 (IEEE 802.3 / zlib, via `crc32fast`) over
 //! `8 x 0xFF | IP header | UDP header | BTH | ext headers | payload | pad`

@@ -16,7 +16,7 @@ pub const IPV6_HDR_LEN: usize = 40;
 /// UDP header length.
 pub const UDP_HDR_LEN: usize = 8;
 /// Bytes reserved at the start of every UD receive buffer for the network
-/// header (IBA Annex A17.4.5.2, rocev2-wire.md §3.8).
+/// header (IBA Annex A17.4.5.2, docs/rocev2-wire.md §3.8).
 pub const GRH_LEN: usize = 40;
 /// IP protocol / IPv6 next-header number of UDP.
 pub const IPPROTO_UDP: u8 = 17;

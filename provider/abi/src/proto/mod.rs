@@ -32,13 +32,8 @@ pub const MAX_MSG: usize = 16 * 1024;
 /// Most file descriptors one message carries.
 pub const MAX_FDS: usize = 4;
 
-/// Transport service of a QP, numbered as `enum ibv_qp_type`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum QpType {
-    Rc = 2,
-    Uc = 3,
-    Ud = 4,
-}
+/// Transport service of a QP (the shared vocabulary's).
+pub use transport::verbs::QpType;
 
 /// Queue capacities, as `struct ibv_qp_cap` (requested in, granted out).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

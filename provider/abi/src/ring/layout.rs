@@ -16,7 +16,7 @@
 //! Each index and the flag own a 64-byte cache line, so the producer's and
 //! the consumer's stores never bounce the same line.
 
-use super::RingError;
+use super::error::RingError;
 
 /// "RXURING" and a NUL, read as a little-endian u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"RXURING\0");

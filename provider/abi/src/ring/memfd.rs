@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
-use super::RingError;
+use super::error::RingError;
 
 /// Creates a memfd of `len` bytes, lets `init` write its initial contents,
 /// then seals its size (and further sealing) for good.

@@ -129,7 +129,7 @@ pub fn plan(
 
 /// The device tree description for a plan.
 pub fn describe(name: &str, uverbs_index: u32, plan: &Plan) -> Result<DeviceDesc> {
-    let mtu = Mtu::for_eth_mtu(plan.eth_mtu).ok_or_else(|| CliError::MtuTooSmall {
+    let mtu = Mtu::for_netdev_mtu(plan.eth_mtu as usize).ok_or_else(|| CliError::MtuTooSmall {
         netdev: plan.netdev.clone(),
         mtu: plan.eth_mtu,
     })?;

@@ -1,13 +1,16 @@
 //! Requests of the rxu tool: Status, Stats, Shutdown.
 
-use std::os::fd::AsRawFd;
+use transport::engine::{Endpoint, EngineCounters};
 
+use crate::mem::DeviceMemory;
 use crate::verbs;
 use rxu_abi::proto::{ClientStatus, Counter, QpStatus, Response};
 
-use super::device::{refuse, Device, Handled, Reply};
+use super::counters::DaemonCounters;
 use super::log::info;
-use super::session::event;
+use super::objects::Objects;
+use super::port::Port;
+use super::reply::{refuse, Handled, Reply};
 
 fn counter(name: &str, value: u64) -> Counter {
     Counter {
@@ -16,190 +19,176 @@ fn counter(name: &str, value: u64) -> Counter {
     }
 }
 
-impl Device {
-    pub(super) fn status(&self) -> Response {
-        let clients = self
-            .sessions
-            .values()
-            .filter(|s| s.ready)
-            .map(|s| ClientStatus {
-                pid: s.pid,
-                admin: s.admin,
-                pds: s.pds.len() as u32,
-                mrs: s.mrs.len() as u32,
-                cqs: s.cqs.len() as u32,
-                srqs: s.srqs.len() as u32,
-                qps: s
-                    .qps
-                    .values()
-                    .map(|q| QpStatus {
-                        qpn: q.qpn,
-                        qp_type: q.qp_type as u8,
-                        state: self.endpoint.qp(q.qpn).map_or(0, |e| e.state() as u8),
-                        dest_qpn: q.attr.dest_qp_num,
-                        dest: if q.attr.ah.dgid == [0; 16] {
-                            String::new()
-                        } else {
-                            verbs::addr_of_gid(&q.attr.ah.dgid).to_string()
-                        },
-                    })
-                    .collect(),
-            })
-            .collect();
-        Response::Status {
-            device: self.facts.name.clone(),
-            addrs: self.facts.addrs.iter().map(|a| a.to_string()).collect(),
-            netdev: self.facts.netdev.clone(),
-            clients,
-        }
+pub(super) fn status(
+    objects: &Objects,
+    endpoint: &Endpoint<DeviceMemory>,
+    port: &Port,
+) -> Response {
+    let clients = objects
+        .sessions()
+        .filter(|s| s.ready)
+        .map(|s| ClientStatus {
+            pid: s.pid,
+            admin: s.admin,
+            pds: s.pds.len() as u32,
+            mrs: s.mrs.len() as u32,
+            cqs: s.cqs.len() as u32,
+            srqs: s.srqs.len() as u32,
+            qps: s
+                .qps
+                .values()
+                .map(|q| QpStatus {
+                    qpn: q.qpn,
+                    qp_type: q.qp_type as u8,
+                    state: endpoint.qp(q.qpn).map_or(0, |e| e.state() as u8),
+                    dest_qpn: q.attr.dest_qp_num,
+                    dest: if q.attr.ah.dgid == [0; 16] {
+                        String::new()
+                    } else {
+                        verbs::addr_of_gid(&q.attr.ah.dgid).to_string()
+                    },
+                })
+                .collect(),
+        })
+        .collect();
+    Response::Status {
+        device: port.name().to_owned(),
+        addrs: port.addrs().iter().map(|a| a.to_string()).collect(),
+        netdev: port.netdev().to_owned(),
+        clients,
     }
+}
 
-    pub(super) fn stats(&self) -> Response {
-        let e = self.engine_counters();
-        let m = self.endpoint.memory().stats();
-        let d = &self.counters;
-        let mut device = vec![
-            counter("sent_pkts", e.sent_pkts),
-            counter("sent_bytes", e.sent_bytes),
-            counter("rcvd_pkts", e.rcvd_pkts),
-            counter("rcvd_bytes", e.rcvd_bytes),
-            counter("icrc_errors", e.icrc_errors),
-            counter("icrc_nonzero_id", e.icrc_nonzero_id),
-            counter("parse_errors", e.parse_errors),
-            counter("unknown_qp", e.unknown_qp),
-            counter("truncated", e.truncated),
-            counter("send_errors", e.send_errors),
-            counter("rx_syscalls", e.rx_syscalls),
-            counter("tx_syscalls", e.tx_syscalls),
-            counter("tx_full", e.tx_full),
-            counter("tx_paused", e.tx_paused),
-            counter("timer_fires", e.timer_fires),
-            counter("mrs", m.mrs),
-            counter("mr_bytes", m.bytes),
-            counter("mr_registrations", m.registrations),
-            counter("mr_failures", m.failures),
-            counter("mr_deregistrations", d.mr_deregistrations),
-            counter("mr_bytes_registered_total", d.mr_bytes_registered),
-            counter("mr_reg_p50_ns", m.reg_p50_ns),
-            counter("mr_reg_p99_ns", m.reg_p99_ns),
-            counter("pds", self.count(|s| s.pds.len()) as u64),
-            counter("cqs", self.count(|s| s.cqs.len()) as u64),
-            counter("srqs", self.count(|s| s.srqs.len()) as u64),
-            counter("qps", self.count(|s| s.qps.len()) as u64),
-            counter("port_state", u64::from(self.port_attr.state)),
-            counter("gids", self.port_attr.gids.len() as u64),
-            counter("port_changes", d.port_changes),
-            counter("gid_changes", d.gid_changes),
-            counter(
-                "clients",
-                self.sessions.values().filter(|s| s.ready).count() as u64,
-            ),
-            counter("clients_accepted", d.clients_accepted),
-            counter("requests", d.requests),
-            counter("requests_refused", d.requests_refused),
-            counter("wqes_posted", d.wqes_posted),
-            counter("bad_wqes", d.bad_wqes),
-            counter("cqes_delivered", d.cqes_delivered),
-            counter("cqes_dropped", d.cqes_dropped),
-            counter("cq_overruns", d.cq_overruns),
-            counter("channel_events", d.channel_events),
-            counter("async_events", d.async_events),
-            counter("async_events_dropped", d.async_events_dropped),
-            counter("daemon_sleeps", d.sleeps),
-            counter("doorbells", d.doorbells),
-        ];
-        // rxe's hw_counters, summed over every QP the device had.
-        let t = self.qp_totals();
-        device.extend([
-            counter("duplicate_request", t.duplicate_request),
-            counter("out_of_seq_request", t.out_of_seq_request),
-            counter("rcvd_rnr_err", t.rcvd_rnr_err),
-            counter("send_rnr_err", t.send_rnr_err),
-            counter("rcvd_seq_err", t.rcvd_seq_err),
-            counter("retry_exceeded_err", t.retry_exceeded_err),
-            counter("rnr_nak_retry_err", t.rnr_nak_retry_err),
-            counter("completer_retry_err", t.completer_retry_err),
-            counter("retransmitted_pkts", t.retransmitted_pkts),
-            counter("local_ack_timeout_err", t.local_ack_timeout_err),
-            counter("qp_dropped_pkts", t.dropped_pkts),
-            counter("qkey_violations", t.qkey_violations),
-        ]);
-        let mut qpns: Vec<u32> = self.qp_owner.keys().copied().collect();
-        qpns.sort_unstable();
-        let qps = qpns
-            .into_iter()
-            .filter_map(|qpn| {
-                let c = self.endpoint.qp(qpn)?.counters();
-                Some((
-                    qpn,
-                    vec![
-                        counter("sent_pkts", c.sent_pkts),
-                        counter("rcvd_pkts", c.rcvd_pkts),
-                        counter("duplicate_request", c.duplicate_request),
-                        counter("out_of_seq_request", c.out_of_seq_request),
-                        counter("rcvd_rnr_err", c.rcvd_rnr_err),
-                        counter("send_rnr_err", c.send_rnr_err),
-                        counter("rcvd_seq_err", c.rcvd_seq_err),
-                        counter("retry_exceeded_err", c.retry_exceeded_err),
-                        counter("rnr_nak_retry_err", c.rnr_nak_retry_err),
-                        counter("completer_retry_err", c.completer_retry_err),
-                        counter("retransmitted_pkts", c.retransmitted_pkts),
-                        counter("local_ack_timeout_err", c.local_ack_timeout_err),
-                        counter("dropped_pkts", c.dropped_pkts),
-                        counter("qkey_violations", c.qkey_violations),
-                    ],
-                ))
-            })
-            .collect();
-        Response::Stats { device, qps }
+pub(super) fn stats(
+    objects: &Objects,
+    endpoint: &Endpoint<DeviceMemory>,
+    e: &EngineCounters,
+    port: &Port,
+    d: &DaemonCounters,
+) -> Response {
+    let m = endpoint.memory().stats();
+    let mut device = vec![
+        counter("sent_pkts", e.sent_pkts),
+        counter("sent_bytes", e.sent_bytes),
+        counter("rcvd_pkts", e.rcvd_pkts),
+        counter("rcvd_bytes", e.rcvd_bytes),
+        counter("icrc_errors", e.icrc_errors),
+        counter("icrc_nonzero_id", e.icrc_nonzero_id),
+        counter("parse_errors", e.parse_errors),
+        counter("unknown_qp", e.unknown_qp),
+        counter("truncated", e.truncated),
+        counter("send_errors", e.send_errors),
+        counter("rx_syscalls", e.rx_syscalls),
+        counter("tx_syscalls", e.tx_syscalls),
+        counter("tx_full", e.tx_full),
+        counter("tx_paused", e.tx_paused),
+        counter("timer_fires", e.timer_fires),
+        counter("mrs", m.mrs),
+        counter("mr_bytes", m.bytes),
+        counter("mr_registrations", m.registrations),
+        counter("mr_failures", m.failures),
+        counter("mr_deregistrations", d.mr_deregistrations),
+        counter("mr_bytes_registered_total", d.mr_bytes_registered),
+        counter("mr_reg_p50_ns", m.reg_p50_ns),
+        counter("mr_reg_p99_ns", m.reg_p99_ns),
+        counter("pds", objects.count(|s| s.pds.len()) as u64),
+        counter("cqs", objects.count(|s| s.cqs.len()) as u64),
+        counter("srqs", objects.count(|s| s.srqs.len()) as u64),
+        counter("qps", objects.count(|s| s.qps.len()) as u64),
+        counter("port_state", u64::from(port.attr().state)),
+        counter("gids", port.attr().gids.len() as u64),
+        counter("port_changes", d.port_changes),
+        counter("gid_changes", d.gid_changes),
+        counter(
+            "clients",
+            objects.sessions().filter(|s| s.ready).count() as u64,
+        ),
+        counter("clients_accepted", d.clients_accepted),
+        counter("requests", d.requests),
+        counter("requests_refused", d.requests_refused),
+        counter("wqes_posted", d.wqes_posted),
+        counter("bad_wqes", d.bad_wqes),
+        counter("cqes_delivered", d.cqes_delivered),
+        counter("cqes_dropped", d.cqes_dropped),
+        counter("cq_overruns", d.cq_overruns),
+        counter("channel_events", d.channel_events),
+        counter("async_events", d.async_events),
+        counter("async_events_dropped", d.async_events_dropped),
+        counter("daemon_sleeps", d.sleeps),
+        counter("doorbells", d.doorbells),
+    ];
+    // rxe's hw_counters, summed over every QP the device had.
+    let t = objects.qp_totals(endpoint);
+    device.extend([
+        counter("duplicate_request", t.duplicate_request),
+        counter("out_of_seq_request", t.out_of_seq_request),
+        counter("rcvd_rnr_err", t.rcvd_rnr_err),
+        counter("send_rnr_err", t.send_rnr_err),
+        counter("rcvd_seq_err", t.rcvd_seq_err),
+        counter("retry_exceeded_err", t.retry_exceeded_err),
+        counter("rnr_nak_retry_err", t.rnr_nak_retry_err),
+        counter("completer_retry_err", t.completer_retry_err),
+        counter("retransmitted_pkts", t.retransmitted_pkts),
+        counter("local_ack_timeout_err", t.local_ack_timeout_err),
+        counter("qp_dropped_pkts", t.dropped_pkts),
+        counter("qkey_violations", t.qkey_violations),
+    ]);
+    let qps = objects
+        .qpns()
+        .into_iter()
+        .filter_map(|qpn| {
+            let c = endpoint.qp(qpn)?.counters();
+            Some((
+                qpn,
+                vec![
+                    counter("sent_pkts", c.sent_pkts),
+                    counter("rcvd_pkts", c.rcvd_pkts),
+                    counter("duplicate_request", c.duplicate_request),
+                    counter("out_of_seq_request", c.out_of_seq_request),
+                    counter("rcvd_rnr_err", c.rcvd_rnr_err),
+                    counter("send_rnr_err", c.send_rnr_err),
+                    counter("rcvd_seq_err", c.rcvd_seq_err),
+                    counter("retry_exceeded_err", c.retry_exceeded_err),
+                    counter("rnr_nak_retry_err", c.rnr_nak_retry_err),
+                    counter("completer_retry_err", c.completer_retry_err),
+                    counter("retransmitted_pkts", c.retransmitted_pkts),
+                    counter("local_ack_timeout_err", c.local_ack_timeout_err),
+                    counter("dropped_pkts", c.dropped_pkts),
+                    counter("qkey_violations", c.qkey_violations),
+                ],
+            ))
+        })
+        .collect();
+    Response::Stats { device, qps }
+}
+
+/// Refused (EBUSY, naming the client pids) while applications are
+/// connected, unless forced; forced, every application gets
+/// IBV_EVENT_DEVICE_FATAL first.
+pub(super) fn shutdown(objects: &mut Objects, id: u32, admin: bool, force: bool) -> Handled {
+    if !admin {
+        return refuse(libc::EPERM, "only an admin connection may stop the daemon");
     }
-
-    /// Refused (EBUSY, naming the client pids) while applications are
-    /// connected, unless forced; forced, every application gets
-    /// IBV_EVENT_DEVICE_FATAL first.
-    pub(super) fn shutdown_req(&mut self, id: u32, admin: bool, force: bool) -> Handled {
-        if !admin {
-            return refuse(libc::EPERM, "only an admin connection may stop the daemon");
-        }
-        let apps: Vec<u32> = self
-            .sessions
-            .values()
-            .filter(|s| s.ready && !s.admin && s.id != id)
-            .map(|s| s.pid)
-            .collect();
-        if !apps.is_empty() && !force {
-            let pids: Vec<String> = apps.iter().map(u32::to_string).collect();
-            return refuse(
-                libc::EBUSY,
-                format!("clients still open: pid {}", pids.join(", ")),
-            );
-        }
-        info!(
-            "shutdown requested{}",
-            if apps.is_empty() {
-                String::new()
-            } else {
-                format!(" (forced, {} clients)", apps.len())
-            }
+    let apps: Vec<u32> = objects
+        .sessions()
+        .filter(|s| s.ready && !s.admin && s.id != id)
+        .map(|s| s.pid)
+        .collect();
+    if !apps.is_empty() && !force {
+        let pids: Vec<String> = apps.iter().map(u32::to_string).collect();
+        return refuse(
+            libc::EBUSY,
+            format!("clients still open: pid {}", pids.join(", ")),
         );
-        self.fatal_to_all();
-        self.shutdown = true;
-        Ok(Reply::ok(Response::Ok))
     }
-
-    /// IBV_EVENT_DEVICE_FATAL to every application (once), then the
-    /// async socket is shut down: the client (which says DEVICE_FATAL
-    /// itself for a daemon that died without it) finds it shut and does
-    /// not repeat it, and its reader sees EOF after the event.
-    pub fn fatal_to_all(&mut self) {
-        for s in self.sessions.values_mut() {
-            if s.ready && !s.admin && s.async_sock.is_some() {
-                s.send_event(0, event::DEVICE_FATAL);
-                if let Some(sock) = s.async_sock.take() {
-                    // SAFETY: shutdown on a socket we own; errors are moot.
-                    unsafe { libc::shutdown(sock.as_raw_fd(), libc::SHUT_WR) };
-                }
-            }
+    info!(
+        "shutdown requested{}",
+        if apps.is_empty() {
+            String::new()
+        } else {
+            format!(" (forced, {} clients)", apps.len())
         }
-    }
+    );
+    objects.fatal_to_all();
+    Ok(Reply::ok(Response::Ok))
 }

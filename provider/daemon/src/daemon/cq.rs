@@ -11,47 +11,47 @@
 //! ([`deliver_cq`]) moves the backlog on, notifies the channel once and
 //! detects overruns.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::os::fd::{AsFd, OwnedFd};
 
 use transport::engine::CqSink;
 use transport::qp::{wc_flags, Completion};
 
 use crate::verbs;
-use rxu_abi::proto::abi::{Cqe, CQE_SIZE};
+use rxu_abi::proto::abi::{Cqe, CqeBytes, CQE_SIZE};
 use rxu_abi::proto::Response;
 use rxu_abi::ring::Ring;
 
-use super::device::{refuse, DaemonCounters, Device, Handled, Refused, Reply};
-use super::session::{event, Cq, Session};
+use super::counters::DaemonCounters;
+use super::device::Device;
+use super::objects::Objects;
+use super::reply::{refuse, Handled, Refused, Reply};
+use super::session::{event, Cq};
 use super::sys;
 
 /// Arm values the client stores in a CQ ring's consumer-flag word.
 const ARM_NEXT: u32 = 1;
 const ARM_SOLICITED: u32 = 2;
 
-/// The CQ entry of a transport completion.
-pub fn cqe_of(c: &Completion) -> Cqe {
-    Cqe {
-        wr_id: c.wr_id,
-        status: c.status as u32,
-        opcode: c.opcode as u32,
-        vendor_err: c.vendor_err,
-        byte_len: c.byte_len,
-        imm_or_inv: if c.wc_flags & wc_flags::WITH_INV != 0 {
-            c.invalidated_rkey
-        } else {
-            c.imm
-        },
-        qp_num: c.qp_num,
-        src_qp: c.src_qp,
-        wc_flags: c.wc_flags,
-        pkey_index: 0,
-        slid: 0,
-        sl: 0,
-        dlid_path_bits: 0,
-        src_gid: c.src_addr.map_or([0; 16], verbs::gid_of),
-    }
+/// The CQ entry of a transport completion (pkey index, LID, SL and path
+/// bits are 0 on RoCE).
+pub fn cqe_of(c: &Completion) -> CqeBytes {
+    let mut e = Cqe::new_unchecked([0u8; CQE_SIZE]);
+    e.set_wr_id(c.wr_id);
+    e.set_status(c.status as u32);
+    e.set_opcode(c.opcode as u32);
+    e.set_vendor_err(c.vendor_err);
+    e.set_byte_len(c.byte_len);
+    e.set_imm_data(if c.wc_flags & wc_flags::WITH_INV != 0 {
+        c.invalidated_rkey
+    } else {
+        c.imm
+    });
+    e.set_qp_num(c.qp_num);
+    e.set_src_qp(c.src_qp);
+    e.set_wc_flags(c.wc_flags);
+    e.set_src_gid(&c.src_addr.map_or([0; 16], verbs::gid_of));
+    e.into_inner()
 }
 
 /// Slots for a CQ of `cqe` entries and the capacity reported back (the
@@ -61,21 +61,18 @@ pub fn cq_geometry(cqe: u32) -> (u32, u32) {
     (slots, slots - 1)
 }
 
-fn push(cq: &mut Cq, e: &Cqe) -> bool {
-    let mut b = [0u8; CQE_SIZE];
-    if e.encode(&mut b).is_err() {
-        return false;
-    }
+fn push(cq: &mut Cq, e: &CqeBytes) -> bool {
     // A ring the client corrupted counts as full: the entry waits.
-    matches!(cq.ring.try_push(&b), Ok(true))
+    matches!(cq.ring.try_push(e), Ok(true))
 }
 
 /// Whether a new entry may wake a CQ armed for solicited completions.
 /// The transport does not report the SE bit, so every receive completion
 /// and every error counts: a spurious wake-up is harmless, a lost one
 /// hangs the application.
-fn may_be_solicited(e: &Cqe) -> bool {
-    e.opcode >= 128 || e.status != 0
+fn may_be_solicited(e: &CqeBytes) -> bool {
+    let e = Cqe::new_unchecked(e);
+    e.opcode() >= 128 || e.status() != 0
 }
 
 /// Result of one delivery pass over a CQ.
@@ -110,54 +107,38 @@ fn post_completion(cq: &mut Cq, c: &Completion, counters: &mut DaemonCounters) {
 }
 
 /// Every client's CQs as the endpoint's completion sink (the data path
-/// and control requests).
+/// and control requests). A completion for a CQ that is gone (with its
+/// client) goes nowhere.
 pub struct DeviceCqs<'a> {
-    sessions: &'a mut BTreeMap<u32, Session>,
-    owner: &'a HashMap<u32, (u32, u32)>,
+    objects: &'a mut Objects,
     counters: &'a mut DaemonCounters,
 }
 
 impl<'a> DeviceCqs<'a> {
-    pub fn new(
-        sessions: &'a mut BTreeMap<u32, Session>,
-        owner: &'a HashMap<u32, (u32, u32)>,
-        counters: &'a mut DaemonCounters,
-    ) -> DeviceCqs<'a> {
-        DeviceCqs {
-            sessions,
-            owner,
-            counters,
-        }
+    pub fn new(objects: &'a mut Objects, counters: &'a mut DaemonCounters) -> DeviceCqs<'a> {
+        DeviceCqs { objects, counters }
     }
 }
 
 impl CqSink for DeviceCqs<'_> {
     fn post(&mut self, cq: u32, c: Completion) {
-        // A CQ destroyed with its client takes nothing more.
-        let Some(&(sid, h)) = self.owner.get(&cq) else {
-            return;
-        };
-        if let Some(cq) = self.sessions.get_mut(&sid).and_then(|s| s.cqs.get_mut(&h)) {
+        if let Some(cq) = self.objects.cq_mut(cq) {
             post_completion(cq, &c, self.counters);
         }
     }
 }
 
-/// One client's CQs as the endpoint's completion sink, while its QPs'
-/// rings are being read (a QP completes only on its own client's CQs).
+/// One client's CQs as the endpoint's completion sink while its rings
+/// are read (a QP completes only on its own client's CQs; the few
+/// completions of that path, flushes and errors, find theirs by id).
 pub struct SessionCqs<'a> {
-    pub id: u32,
     pub cqs: &'a mut BTreeMap<u32, Cq>,
-    pub owner: &'a HashMap<u32, (u32, u32)>,
     pub counters: &'a mut DaemonCounters,
 }
 
 impl CqSink for SessionCqs<'_> {
     fn post(&mut self, cq: u32, c: Completion) {
-        let Some(&(sid, h)) = self.owner.get(&cq) else {
-            return;
-        };
-        if let Some(cq) = self.cqs.get_mut(&h).filter(|_| sid == self.id) {
+        if let Some(cq) = self.cqs.values_mut().find(|q| q.id == cq) {
             post_completion(cq, &c, self.counters);
         }
     }
@@ -199,7 +180,7 @@ pub fn deliver_cq(cq: &mut Cq, counters: &mut DaemonCounters) -> Delivered {
 
 /// Appends one entry the daemon made itself (a bad WQE's error), after
 /// whatever the backlog holds.
-pub fn push_own(cq: &mut Cq, e: Cqe, counters: &mut DaemonCounters) {
+pub fn push_own(cq: &mut Cq, e: CqeBytes, counters: &mut DaemonCounters) {
     if cq.backlog.is_empty() && push(cq, &e) {
         counters.cqes_delivered += 1;
         notify(cq, true, counters);
@@ -225,140 +206,133 @@ fn notify(cq: &mut Cq, maybe_solicited: bool, counters: &mut DaemonCounters) {
     }
 }
 
-impl Device {
-    pub(super) fn create_cq(
-        &mut self,
-        id: u32,
-        cqe: u32,
-        comp_vector: u32,
-        user_handle: u64,
-        channel: bool,
-        fds: Vec<OwnedFd>,
-    ) -> Handled {
-        if cqe == 0 || cqe > self.dev_attr.max_cqe {
-            return refuse(
-                libc::EINVAL,
-                format!("cqe {cqe} not in 1..={}", self.dev_attr.max_cqe),
-            );
-        }
-        if comp_vector != 0 {
-            return refuse(libc::EINVAL, "the device has one completion vector");
-        }
-        let channel = match (channel, fds.len()) {
-            (false, 0) => None,
-            (true, 1) => {
-                let fd = fds.into_iter().next();
-                match fd {
-                    Some(fd) if sys::is_socket(fd.as_fd()) => Some(fd),
-                    _ => return refuse(libc::EINVAL, "the completion channel fd is not a socket"),
-                }
+pub(super) fn create(
+    objects: &mut Objects,
+    id: u32,
+    cqe: u32,
+    comp_vector: u32,
+    user_handle: u64,
+    channel: bool,
+    fds: Vec<OwnedFd>,
+) -> Handled {
+    let a = objects.attr();
+    let (max_cqe, max_cq) = (a.max_cqe, a.max_cq as usize);
+    if cqe == 0 || cqe > max_cqe {
+        return refuse(libc::EINVAL, format!("cqe {cqe} not in 1..={max_cqe}"));
+    }
+    if comp_vector != 0 {
+        return refuse(libc::EINVAL, "the device has one completion vector");
+    }
+    let channel = match (channel, fds.len()) {
+        (false, 0) => None,
+        (true, 1) => {
+            let fd = fds.into_iter().next();
+            match fd {
+                Some(fd) if sys::is_socket(fd.as_fd()) => Some(fd),
+                _ => return refuse(libc::EINVAL, "the completion channel fd is not a socket"),
             }
-            _ => return refuse(libc::EINVAL, "a channel CQ carries exactly one fd"),
-        };
-        if self.count(|s| s.cqs.len()) >= self.dev_attr.max_cq as usize {
-            return refuse(libc::ENOMEM, "device CQ limit reached");
         }
-        let (slots, granted) = cq_geometry(cqe);
-        let (ring, fd) = Ring::create("rxu-cq", CQE_SIZE as u32, slots).map_err(|e| Refused {
-            errno: libc::ENOMEM,
-            msg: format!("CQ ring: {e}"),
-        })?;
-        let cq_id = self.alloc_cq_id();
-        let s = self.session(id)?;
-        let h = s.new_handle();
-        s.cqs.insert(
-            h,
-            Cq {
-                id: cq_id,
-                cqe: granted,
-                user_handle,
-                ring: ring.into_producer(),
-                backlog: VecDeque::new(),
-                channel,
-                overrun: false,
-                posted: 0,
-                wake: false,
-            },
+        _ => return refuse(libc::EINVAL, "a channel CQ carries exactly one fd"),
+    };
+    if objects.count(|s| s.cqs.len()) >= max_cq {
+        return refuse(libc::ENOMEM, "device CQ limit reached");
+    }
+    let (slots, granted) = cq_geometry(cqe);
+    let (ring, fd) = Ring::create("rxu-cq", CQE_SIZE as u32, slots).map_err(|e| Refused {
+        errno: libc::ENOMEM,
+        msg: format!("CQ ring: {e}"),
+    })?;
+    let cq_id = objects.alloc_cq_id();
+    let h = objects.add_cq(
+        id,
+        Cq {
+            id: cq_id,
+            cqe: granted,
+            user_handle,
+            ring: ring.into_producer(),
+            backlog: VecDeque::new(),
+            channel,
+            overrun: false,
+            posted: 0,
+            wake: false,
+        },
+    )?;
+    Ok(Reply::with_fds(
+        Response::Cq {
+            cq: h,
+            cqe: granted,
+        },
+        vec![fd],
+    ))
+}
+
+pub(super) fn resize(objects: &mut Objects, id: u32, h: u32, cqe: u32) -> Handled {
+    let max = objects.attr().max_cqe;
+    let s = objects.session_mut(id)?;
+    let Some(cq) = s.cqs.get_mut(&h) else {
+        return refuse(libc::EINVAL, format!("no CQ {h}"));
+    };
+    if cqe == 0 || cqe > max {
+        return refuse(libc::EINVAL, format!("cqe {cqe} not in 1..={max}"));
+    }
+    let unread = cq.ring.len().unwrap_or(0) as usize + cq.backlog.len();
+    if (cqe as usize) < unread {
+        return refuse(
+            libc::EINVAL,
+            format!("{unread} completions unread, more than {cqe}"),
         );
-        self.cq_owner.insert(cq_id, (id, h));
-        Ok(Reply::with_fds(
-            Response::Cq {
-                cq: h,
-                cqe: granted,
-            },
-            vec![fd],
-        ))
     }
-
-    pub(super) fn resize_cq(&mut self, id: u32, h: u32, cqe: u32) -> Handled {
-        let max = self.dev_attr.max_cqe;
-        let s = self.session(id)?;
-        let Some(cq) = s.cqs.get_mut(&h) else {
-            return refuse(libc::EINVAL, format!("no CQ {h}"));
-        };
-        if cqe == 0 || cqe > max {
-            return refuse(libc::EINVAL, format!("cqe {cqe} not in 1..={max}"));
+    let (slots, granted) = cq_geometry(cqe);
+    let (ring, fd) = Ring::create("rxu-cq", CQE_SIZE as u32, slots).map_err(|e| Refused {
+        errno: libc::ENOMEM,
+        msg: format!("CQ ring: {e}"),
+    })?;
+    let mut new = ring.into_producer();
+    // Unread entries move over, oldest first; the client switches to
+    // the new ring after this reply, holding its CQ lock meanwhile.
+    let mut buf = [0u8; CQE_SIZE];
+    let mut lost = 0usize;
+    let _ = cq.ring.read_unconsumed(&mut buf, |b| {
+        if !matches!(new.try_push(b), Ok(true)) {
+            lost += 1;
         }
-        let unread = cq.ring.len().unwrap_or(0) as usize + cq.backlog.len();
-        if (cqe as usize) < unread {
-            return refuse(
-                libc::EINVAL,
-                format!("{unread} completions unread, more than {cqe}"),
-            );
+    });
+    debug_assert_eq!(lost, 0, "new ring holds every unread entry");
+    cq.ring = new;
+    cq.cqe = granted;
+    cq.overrun = false;
+    while let Some(e) = cq.backlog.front() {
+        if !matches!(cq.ring.try_push(e), Ok(true)) {
+            break;
         }
-        let (slots, granted) = cq_geometry(cqe);
-        let (ring, fd) = Ring::create("rxu-cq", CQE_SIZE as u32, slots).map_err(|e| Refused {
-            errno: libc::ENOMEM,
-            msg: format!("CQ ring: {e}"),
-        })?;
-        let mut new = ring.into_producer();
-        // Unread entries move over, oldest first; the client switches to
-        // the new ring after this reply, holding its CQ lock meanwhile.
-        let mut buf = [0u8; CQE_SIZE];
-        let mut lost = 0usize;
-        let _ = cq.ring.read_unconsumed(&mut buf, |b| {
-            if !matches!(new.try_push(b), Ok(true)) {
-                lost += 1;
-            }
-        });
-        debug_assert_eq!(lost, 0, "new ring holds every unread entry");
-        cq.ring = new;
-        cq.cqe = granted;
-        cq.overrun = false;
-        let mut b = [0u8; CQE_SIZE];
-        while let Some(e) = cq.backlog.front() {
-            if e.encode(&mut b).is_err() || !matches!(cq.ring.try_push(&b), Ok(true)) {
-                break;
-            }
-            cq.backlog.pop_front();
-        }
-        Ok(Reply::with_fds(
-            Response::Cq {
-                cq: h,
-                cqe: granted,
-            },
-            vec![fd],
-        ))
+        cq.backlog.pop_front();
     }
+    Ok(Reply::with_fds(
+        Response::Cq {
+            cq: h,
+            cqe: granted,
+        },
+        vec![fd],
+    ))
+}
 
-    pub(super) fn destroy_cq(&mut self, id: u32, h: u32) -> Handled {
-        let s = self.session(id)?;
-        if !s.cqs.contains_key(&h) {
-            return refuse(libc::ENOENT, format!("no CQ {h}"));
-        }
-        if s.cq_in_use(h) {
-            return refuse(libc::EBUSY, format!("CQ {h} still has QPs"));
-        }
-        if let Some(cq) = s.cqs.remove(&h) {
-            self.cq_owner.remove(&cq.id);
-        }
-        Ok(Reply::ok(Response::Ok))
+pub(super) fn destroy(objects: &mut Objects, id: u32, h: u32) -> Handled {
+    let s = objects.session_mut(id)?;
+    if !s.cqs.contains_key(&h) {
+        return refuse(libc::ENOENT, format!("no CQ {h}"));
     }
+    if s.cq_in_use(h) {
+        return refuse(libc::EBUSY, format!("CQ {h} still has QPs"));
+    }
+    objects.remove_cq(id, h);
+    Ok(Reply::ok(Response::Ok))
+}
 
+impl Device {
     /// One delivery pass over every CQ: returns how many entries moved.
     pub(super) fn deliver_cqs(&mut self) -> usize {
         let mut moved = 0;
-        for s in self.sessions.values_mut() {
+        for s in self.objects.sessions_mut() {
             let mut overruns = Vec::new();
             for cq in s.cqs.values_mut() {
                 let d = deliver_cq(cq, &mut self.counters);

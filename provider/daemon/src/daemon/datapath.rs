@@ -8,18 +8,19 @@
 //! has a backlog; the client then finds its ring full and gets ENOMEM
 //! from post, as with a full hardware queue.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use transport::engine::{Endpoint, EngineError};
-use transport::qp::{QpError, QpEvent, QpState, SendOp, WcOpcode, WcStatus};
+use transport::qp::{QpError, QpEvent, QpState, WcOpcode, WcStatus};
 
 use crate::mem::DeviceMemory;
-use rxu_abi::proto::abi::Cqe;
+use rxu_abi::proto::abi::{Cqe, CqeBytes, CQE_SIZE};
 use rxu_abi::ring::{Consumer, RingError};
 
+use super::counters::DaemonCounters;
 use super::cq::{push_own, DeviceCqs, SessionCqs};
-use super::device::{DaemonCounters, Device};
+use super::device::Device;
 use super::log::{debug, warning};
 use super::session::{event, Cq, Qp, Session, Srq};
 use super::wqe::{self, BadWqe, SqLimits};
@@ -31,32 +32,19 @@ const BUDGET: usize = 64;
 struct Bad {
     qpn: u32,
     cq: u32,
-    cqe: Cqe,
+    cqe: CqeBytes,
     /// Move the QP to ERR (a malformed WQE is fatal to its QP, as on an
     /// HCA); false for a post to a QP in RESET, which only fails itself.
     fatal: bool,
 }
 
-fn error_cqe(qpn: u32, b: &BadWqe) -> Cqe {
-    Cqe {
-        wr_id: b.wr_id,
-        status: WcStatus::LocQpOpErr as u32,
-        opcode: b.opcode as u32,
-        qp_num: qpn,
-        ..Cqe::default()
-    }
-}
-
-fn wc_opcode_of(op: &SendOp) -> WcOpcode {
-    match op {
-        SendOp::Send | SendOp::SendImm { .. } | SendOp::SendInv { .. } => WcOpcode::Send,
-        SendOp::Write { .. } | SendOp::WriteImm { .. } => WcOpcode::RdmaWrite,
-        SendOp::Read { .. } => WcOpcode::RdmaRead,
-        SendOp::CmpSwap { .. } => WcOpcode::CompSwap,
-        SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
-        SendOp::Flush { .. } => WcOpcode::Flush,
-        SendOp::AtomicWrite { .. } => WcOpcode::AtomicWrite,
-    }
+fn error_cqe(qpn: u32, b: &BadWqe) -> CqeBytes {
+    let mut e = Cqe::new_unchecked([0u8; CQE_SIZE]);
+    e.set_wr_id(b.wr_id);
+    e.set_status(WcStatus::LocQpOpErr as u32);
+    e.set_opcode(b.opcode as u32);
+    e.set_qp_num(qpn);
+    e.into_inner()
 }
 
 fn cq_clear(cqs: &BTreeMap<u32, Cq>, h: u32) -> bool {
@@ -133,7 +121,7 @@ fn consume_sq(
         };
         let b = BadWqe {
             wr_id: w.wr_id,
-            opcode: wc_opcode_of(&w.op),
+            opcode: w.op.wr_opcode().wc_opcode(),
             why: "",
         };
         match e.post_send(qp.qpn, w, cqs) {
@@ -246,23 +234,18 @@ fn consume_srq(
 /// (a UD or UC message that finds no receive is dropped). A slot that
 /// does not parse, or that the endpoint refuses, stays in its ring for
 /// [`Device::consume`], which turns it into an error completion.
-fn refill_receives(
+fn refill_receives<'a>(
     e: &mut Endpoint<DeviceMemory>,
-    sessions: &mut BTreeMap<u32, Session>,
-    owner: &HashMap<u32, (u32, u32)>,
+    sessions: impl Iterator<Item = &'a mut Session>,
     counters: &mut DaemonCounters,
     buf: &mut [u8],
 ) -> usize {
     let mut n = 0;
-    for s in sessions.values_mut() {
-        let Session {
-            id, qps, cqs, srqs, ..
-        } = s;
+    for s in sessions {
+        let Session { qps, cqs, srqs, .. } = s;
         let mut cqs = SessionCqs {
-            id: *id,
             cqs,
-            owner,
-            counters,
+            counters: &mut *counters,
         };
         for qp in qps.values_mut() {
             while !rq_blocked(e, qp, cqs.cqs) {
@@ -325,11 +308,9 @@ impl Device {
     /// (packets, timers, WQEs taken); a socket error ends the turn.
     pub fn pump(&mut self) -> Result<usize, EngineError> {
         let mut now = Instant::now();
-        let mut work = self.endpoint.handle_timeout(
-            now,
-            &mut DeviceCqs::new(&mut self.sessions, &self.cq_owner, &mut self.counters),
-        );
-        for round in 0..self.rounds() {
+        let mut cqs = DeviceCqs::new(&mut self.objects, &mut self.counters);
+        let mut work = self.endpoint.handle_timeout(now, &mut cqs);
+        for round in 0..self.rounds {
             let got = self.driver.recv();
             if self.driver.received() > 0 {
                 self.refill_receives();
@@ -353,13 +334,12 @@ impl Device {
     fn refill_receives(&mut self) {
         let Device {
             endpoint,
-            sessions,
-            cq_owner,
+            objects,
             counters,
             slot_buf,
             ..
         } = self;
-        let n = refill_receives(endpoint, sessions, cq_owner, counters, slot_buf);
+        let n = refill_receives(endpoint, objects.sessions_mut(), counters, slot_buf);
         counters.wqes_posted += n as u64;
     }
 
@@ -368,12 +348,11 @@ impl Device {
         let Device {
             endpoint,
             driver,
-            sessions,
-            cq_owner,
+            objects,
             counters,
             ..
         } = self;
-        let mut cqs = DeviceCqs::new(sessions, cq_owner, counters);
+        let mut cqs = DeviceCqs::new(objects, counters);
         driver.dispatch(|m, b| endpoint.handle_datagram(now, m, b, &mut cqs))
     }
 
@@ -382,12 +361,11 @@ impl Device {
         let Device {
             endpoint,
             driver,
-            sessions,
-            cq_owner,
+            objects,
             counters,
             ..
         } = self;
-        let mut cqs = DeviceCqs::new(sessions, cq_owner, counters);
+        let mut cqs = DeviceCqs::new(objects, counters);
         driver.transmit(|b| endpoint.poll_transmit(now, b, &mut cqs))
     }
 
@@ -397,8 +375,8 @@ impl Device {
         let mut from = 0;
         // Walks the session ids in order without collecting them (this
         // runs on every turn of the loop); bounded by the session count.
-        for _ in 0..self.sessions.len() {
-            let Some(&id) = self.sessions.range(from..).next().map(|(id, _)| id) else {
+        for _ in 0..self.objects.len() {
+            let Some(id) = self.objects.next_id(from) else {
                 break;
             };
             taken += self.consume_session(id);
@@ -416,7 +394,7 @@ impl Device {
             self.driver.local_addr().is_ipv6(),
             self.driver.has_v6_side(),
         );
-        let Some(s) = self.sessions.get_mut(&id) else {
+        let Some(s) = self.objects.get_mut(id) else {
             return 0;
         };
         let e = &mut self.endpoint;
@@ -427,9 +405,7 @@ impl Device {
         let mut taken = 0;
         let Session { qps, cqs, srqs, .. } = s;
         let mut cqs = SessionCqs {
-            id,
             cqs,
-            owner: &self.cq_owner,
             counters: &mut self.counters,
         };
         for qp in qps.values_mut() {
@@ -477,9 +453,7 @@ impl Device {
         }
         for (qpn, uh) in broken {
             let mut cqs = SessionCqs {
-                id,
                 cqs: &mut s.cqs,
-                owner: &self.cq_owner,
                 counters: &mut self.counters,
             };
             let _ = e.modify_qp(qpn, &to_error(), &mut cqs);
@@ -509,11 +483,7 @@ impl Device {
                 QpEvent::CommEstablished => event::COMM_EST,
             };
             // Events of a QP destroyed meanwhile have no one to go to.
-            let Some(s) = self
-                .qp_owner
-                .get(&qpn)
-                .and_then(|o| self.sessions.get_mut(o))
-            else {
+            let Some(s) = self.objects.owner_of_qp_mut(qpn) else {
                 continue;
             };
             let Some(uh) = s.qps.get(&qpn).map(|q| q.user_handle) else {
@@ -531,7 +501,7 @@ impl Device {
     /// than its limit (counting those still in its ring); disarms it.
     fn check_srq_limits(&mut self) -> usize {
         let mut n = 0;
-        for s in self.sessions.values_mut() {
+        for s in self.objects.sessions_mut() {
             let mut fire = Vec::new();
             for srq in s.srqs.values_mut() {
                 if srq.limit == 0 {
@@ -562,7 +532,7 @@ impl Device {
     /// otherwise.
     pub fn prepare_sleep(&mut self) -> bool {
         let mut ok = true;
-        'all: for s in self.sessions.values() {
+        'all: for s in self.objects.sessions() {
             for qp in s.qps.values() {
                 if !sq_blocked(&self.endpoint, qp, &s.cqs)
                     && !matches!(qp.sq.prepare_sleep(), Ok(true))
@@ -596,7 +566,7 @@ impl Device {
 
     /// Lowers every consumer-sleeping flag (producers stop ringing).
     pub fn end_sleep(&self) {
-        for s in self.sessions.values() {
+        for s in self.objects.sessions() {
             for qp in s.qps.values() {
                 qp.sq.end_sleep();
                 if let Some(rq) = &qp.rq {
@@ -612,8 +582,8 @@ impl Device {
     /// Some CQ has a backlog that only the client's polling can drain:
     /// the loop must look again soon even without any wake-up.
     pub fn has_backlog(&self) -> bool {
-        self.sessions
-            .values()
+        self.objects
+            .sessions()
             .any(|s| s.cqs.values().any(|c| !c.backlog.is_empty()))
     }
 }

@@ -1,131 +1,40 @@
-//! The device as the daemon holds it: the transport endpoint (with the
-//! registered memory inside) and its UDP driver, the client sessions and
-//! their objects, counters. No loop here: requests come in as values and
-//! [`Device::pump`] runs one turn of the data path, so all of this is
-//! testable in-process.
-
-use std::collections::{BTreeMap, HashMap};
-use std::net::IpAddr;
-use std::os::fd::OwnedFd;
+//! The device as the daemon holds it, in owned parts: the objects of its
+//! clients ([`Objects`]), its port ([`Port`]), the transport's endpoint
+//! (with the registered memory inside) and UDP driver, and its counters.
+//! A request handler is a function of the parts it needs (see `handle`);
+//! the device only sequences the work that spans several.
+//! No loop here: requests come in as values and `Device::pump` runs one
+//! turn of the data path, so all of this is testable in-process.
 
 use transport::engine::{Endpoint, EngineConfig, EngineCounters, EngineError, UdpDriver};
-use transport::qp::{Mtu, QpCounters};
 
 use crate::mem::DeviceMemory;
 use crate::verbs::{self, DeviceFacts};
-use rxu_abi::proto::{DeviceAttr, PortAttr, Response};
+use rxu_abi::proto::Response;
 
-use super::cq::DeviceCqs;
+use super::admin;
+use super::counters::DaemonCounters;
 use super::log::{debug, info};
-use super::session::Session;
+use super::objects::Objects;
+use super::port::{Port, PortChange, PortView};
+use super::session::event;
 
-/// What one request produced: the response, the fds that go with it,
-/// and whether the connection is to be closed after sending it.
-pub struct Reply {
-    pub resp: Response,
-    pub fds: Vec<OwnedFd>,
-    pub close: bool,
-}
-
-impl Reply {
-    pub fn ok(resp: Response) -> Reply {
-        Reply {
-            resp,
-            fds: Vec::new(),
-            close: false,
-        }
-    }
-
-    pub fn with_fds(resp: Response, fds: Vec<OwnedFd>) -> Reply {
-        Reply {
-            resp,
-            fds,
-            close: false,
-        }
-    }
-}
-
-/// A refused request: errno (as rdma-core users know it) and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refused {
-    pub errno: i32,
-    pub msg: String,
-}
-
-pub type Handled = Result<Reply, Refused>;
-
-pub fn refuse<T>(errno: i32, msg: impl Into<String>) -> Result<T, Refused> {
-    Err(Refused {
-        errno,
-        msg: msg.into(),
-    })
-}
-
-/// Daemon-level counters (the endpoint, the driver and memory keep their
-/// own).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DaemonCounters {
-    pub clients_accepted: u64,
-    pub requests: u64,
-    pub requests_refused: u64,
-    pub wqes_posted: u64,
-    pub bad_wqes: u64,
-    pub cqes_delivered: u64,
-    pub cqes_dropped: u64,
-    pub cq_overruns: u64,
-    pub channel_events: u64,
-    pub async_events: u64,
-    pub async_events_dropped: u64,
-    pub sleeps: u64,
-    pub doorbells: u64,
-    /// Bytes of every successful registration since start.
-    pub mr_bytes_registered: u64,
-    /// Regions released (DeregMr, or with their client).
-    pub mr_deregistrations: u64,
-    /// Port state changes and GID table changes (netdev events).
-    pub port_changes: u64,
-    pub gid_changes: u64,
-}
-
+/// The parts are the daemon module's to borrow apart (a request handler
+/// takes only those it needs); each part keeps its own fields private.
 pub struct Device {
+    /// The clients' sessions and objects, with the device limits.
+    pub(super) objects: Objects,
+    /// The device's facts and port 1, following its netdev.
+    pub(super) port: Port,
     /// The QPs, SRQs and timers, and every client's registered memory.
-    pub endpoint: Endpoint<DeviceMemory>,
+    pub(super) endpoint: Endpoint<DeviceMemory>,
     /// The UDP socket(s).
-    pub driver: UdpDriver,
+    pub(super) driver: UdpDriver,
     /// Receive/transmit rounds per turn of the data path.
-    rounds: usize,
-    pub facts: DeviceFacts,
-    pub dev_attr: DeviceAttr,
-    pub port_attr: PortAttr,
-    /// Active MTU of port 1 (largest path MTU; UD payload limit).
-    pub port_mtu: Mtu,
-    /// The address the driver is bound to (the only GID it can serve,
-    /// unless `all_addrs`).
-    pub served: IpAddr,
-    /// Serving every address of the netdev (driver on the wildcards).
-    pub all_addrs: bool,
-    /// The netdev's interface index (0 until first read).
-    pub ifindex: u32,
-    /// Where the device tree is, for port changes (None: not written).
-    pub node: Option<super::port::NodeLoc>,
-    pub sessions: BTreeMap<u32, Session>,
-    /// QP number -> owning session.
-    pub qp_owner: HashMap<u32, u32>,
-    /// CQ number (the endpoint's tag) -> owning session and its handle:
-    /// where a completion goes.
-    pub cq_owner: HashMap<u32, (u32, u32)>,
-    pub counters: DaemonCounters,
-    /// Transport counters of QPs already destroyed (device totals are
-    /// these plus the live QPs').
-    pub retired_qps: QpCounters,
+    pub(super) rounds: usize,
+    pub(super) counters: DaemonCounters,
     /// A Shutdown request was accepted: the loop stops after replying.
-    pub shutdown: bool,
-    /// Accept the daemon's own /proc/self/mem as a client's memory (only
-    /// in-process tests, where the test plays both sides).
-    pub allow_own_mem: bool,
-    next_client: u32,
-    next_pd: u32,
-    next_cq: u32,
+    pub(super) shutdown: bool,
     /// Scratch space for one ring slot.
     pub(super) slot_buf: Vec<u8>,
 }
@@ -135,48 +44,23 @@ impl Device {
     pub fn new(facts: DeviceFacts, cfg: EngineConfig) -> Result<Device, EngineError> {
         let endpoint = Endpoint::new(cfg.first_qpn, DeviceMemory::new())?;
         let driver = UdpDriver::new(&cfg)?;
-        let dev_attr = verbs::device_attr(&facts);
-        let port_attr = verbs::port_attr(&facts);
-        let port_mtu = Mtu::from_enum(port_attr.active_mtu)
-            .or(Mtu::for_netdev_mtu(facts.netdev_mtu as usize))
-            .unwrap_or(Mtu::M256);
-        let served = driver.local_addr().ip();
+        let objects = Objects::new(verbs::device_attr(&facts));
+        let port = Port::new(facts, driver.local_addr().ip());
         Ok(Device {
-            served,
-            all_addrs: false,
-            ifindex: 0,
-            node: None,
+            objects,
+            port,
             endpoint,
             driver,
             rounds: cfg.io_rounds(),
-            facts,
-            dev_attr,
-            port_attr,
-            port_mtu,
-            sessions: BTreeMap::new(),
-            qp_owner: HashMap::new(),
-            cq_owner: HashMap::new(),
             counters: DaemonCounters::default(),
-            retired_qps: QpCounters::default(),
             shutdown: false,
-            allow_own_mem: false,
-            next_client: 1,
-            next_pd: 1,
-            next_cq: 1,
             slot_buf: vec![0u8; rxu_abi::ring::layout::MAX_SLOT_SIZE as usize],
         })
     }
 
     /// A client connected; returns its session id.
     pub fn connect(&mut self, pid: u32) -> u32 {
-        let id = loop {
-            let id = self.next_client;
-            self.next_client = self.next_client.wrapping_add(1).max(1);
-            if !self.sessions.contains_key(&id) {
-                break id;
-            }
-        };
-        self.sessions.insert(id, Session::new(id, pid));
+        let id = self.objects.connect(pid);
         self.counters.clients_accepted += 1;
         debug!("client {id} (pid {pid}) connected");
         id
@@ -186,19 +70,16 @@ impl Device {
     /// QPs vanish from the wire, so their peers (local or remote) see
     /// their retries run out, not a hang.
     pub fn disconnect(&mut self, id: u32) {
-        let Some(s) = self.sessions.remove(&id) else {
+        let Some(s) = self
+            .objects
+            .disconnect(&mut self.endpoint, &mut self.counters, id)
+        else {
             return;
         };
         let (nq, nc, ns, nm) = (s.qps.len(), s.cqs.len(), s.srqs.len(), s.mrs.len());
-        for &qpn in s.qps.keys() {
-            self.retire_qp(qpn);
-        }
         self.counters.mr_deregistrations += nm as u64;
         for srq in s.srqs.values() {
             let _ = self.endpoint.destroy_srq(srq.id);
-        }
-        for cq in s.cqs.values() {
-            self.cq_owner.remove(&cq.id);
         }
         if s.ready && !s.admin {
             self.endpoint.memory_mut().remove_client(id);
@@ -214,16 +95,68 @@ impl Device {
         }
     }
 
-    /// Destroys a QP in the endpoint, keeping its counters in the totals.
-    /// What it completed meanwhile goes to its CQs (nowhere, if they went
-    /// with its client).
-    pub(super) fn retire_qp(&mut self, qpn: u32) {
-        if let Some(q) = self.endpoint.qp(qpn) {
-            add_qp_counters(&mut self.retired_qps, q.counters());
+    /// Re-reads the netdev and applies what changed; with `notify`, every
+    /// open context hears of it. Returns whether anything changed.
+    pub fn refresh_port(&mut self, notify: bool) -> bool {
+        let change = self.port.refresh();
+        self.port_changed(change, notify)
+    }
+
+    /// Applies a derived port view (separate from the reading, for tests).
+    pub fn apply_port(&mut self, v: PortView, notify: bool) -> bool {
+        let change = self.port.apply(v);
+        self.port_changed(change, notify)
+    }
+
+    fn port_changed(&mut self, change: Option<PortChange>, notify: bool) -> bool {
+        let Some(c) = change else {
+            return false;
+        };
+        if self.port.all_addrs() {
+            // Packets to an address that is no GID (any more) are not ours.
+            self.endpoint.set_local_addrs(Some(self.port.addrs()));
         }
-        let mut cqs = DeviceCqs::new(&mut self.sessions, &self.cq_owner, &mut self.counters);
-        let _ = self.endpoint.destroy_qp(qpn, &mut cqs);
-        self.qp_owner.remove(&qpn);
+        if c.went_up || c.went_down {
+            self.counters.port_changes += 1;
+        }
+        if c.gids_changed {
+            self.counters.gid_changes += 1;
+        }
+        if notify {
+            let (objects, counters) = (&mut self.objects, &mut self.counters);
+            if c.went_down {
+                objects.port_event(event::PORT_ERR, counters);
+            }
+            if c.gids_changed {
+                objects.port_event(event::GID_CHANGE, counters);
+            }
+            if c.went_up {
+                objects.port_event(event::PORT_ACTIVE, counters);
+            }
+        }
+        true
+    }
+
+    /// IBV_EVENT_DEVICE_FATAL to every application (see
+    /// [`Objects::fatal_to_all`]).
+    pub fn fatal_to_all(&mut self) {
+        self.objects.fatal_to_all();
+    }
+
+    /// What `rxu status` shows.
+    pub fn status(&self) -> Response {
+        admin::status(&self.objects, &self.endpoint, &self.port)
+    }
+
+    /// What `rxu stats` shows.
+    pub fn stats(&self) -> Response {
+        admin::stats(
+            &self.objects,
+            &self.endpoint,
+            &self.engine_counters(),
+            &self.port,
+            &self.counters,
+        )
     }
 
     /// The endpoint's and the driver's counters together.
@@ -232,63 +165,4 @@ impl Device {
         c.add(self.driver.counters());
         c
     }
-
-    /// Receive/transmit rounds per turn of [`Device::pump`].
-    pub(super) fn rounds(&self) -> usize {
-        self.rounds
-    }
-
-    /// Transport counters summed over every QP the device ever had.
-    pub fn qp_totals(&self) -> QpCounters {
-        let mut t = self.retired_qps;
-        for &qpn in self.qp_owner.keys() {
-            if let Some(q) = self.endpoint.qp(qpn) {
-                add_qp_counters(&mut t, q.counters());
-            }
-        }
-        t
-    }
-
-    pub(super) fn alloc_pd(&mut self) -> u32 {
-        // Device-wide unique; skips numbers still in use after a wrap.
-        loop {
-            let pd = self.next_pd;
-            self.next_pd = self.next_pd.wrapping_add(1).max(1);
-            if !self.sessions.values().any(|s| s.pds.contains(&pd)) {
-                return pd;
-            }
-        }
-    }
-
-    pub(super) fn alloc_cq_id(&mut self) -> u32 {
-        loop {
-            let id = self.next_cq;
-            self.next_cq = self.next_cq.wrapping_add(1).max(1);
-            if !self.cq_owner.contains_key(&id) {
-                return id;
-            }
-        }
-    }
-
-    /// Objects of one kind across all clients (for the device limits).
-    pub(super) fn count(&self, f: impl Fn(&Session) -> usize) -> usize {
-        self.sessions.values().map(f).sum()
-    }
-}
-
-fn add_qp_counters(t: &mut QpCounters, c: &QpCounters) {
-    t.sent_pkts += c.sent_pkts;
-    t.rcvd_pkts += c.rcvd_pkts;
-    t.duplicate_request += c.duplicate_request;
-    t.out_of_seq_request += c.out_of_seq_request;
-    t.rcvd_rnr_err += c.rcvd_rnr_err;
-    t.send_rnr_err += c.send_rnr_err;
-    t.rcvd_seq_err += c.rcvd_seq_err;
-    t.retry_exceeded_err += c.retry_exceeded_err;
-    t.rnr_nak_retry_err += c.rnr_nak_retry_err;
-    t.completer_retry_err += c.completer_retry_err;
-    t.retransmitted_pkts += c.retransmitted_pkts;
-    t.local_ack_timeout_err += c.local_ack_timeout_err;
-    t.dropped_pkts += c.dropped_pkts;
-    t.qkey_violations += c.qkey_violations;
 }

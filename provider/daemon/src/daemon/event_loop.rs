@@ -205,7 +205,7 @@ impl Daemon {
                 t if t & T_KIND == T_CTL => self.on_control(t as u32, r),
                 t if t & T_KIND == T_BELL => {
                     let id = t as u32;
-                    if let Some(bell) = self.dev.sessions.get(&id).and_then(|s| s.bell.as_ref()) {
+                    if let Some(bell) = self.dev.objects.session(id).and_then(|s| s.bell.as_ref()) {
                         let _ = bell.drain();
                         self.dev.counters.doorbells += 1;
                     }
@@ -269,7 +269,7 @@ impl Daemon {
             return;
         };
         let d = super::netlink::drain(nl.as_fd(), &mut self.nl_buf);
-        let (index, name) = (self.dev.ifindex, self.dev.facts.netdev.as_str());
+        let (index, name) = (self.dev.port.ifindex(), self.dev.port.netdev());
         if d.overrun || d.changes.iter().any(|c| c.concerns(index, name)) {
             self.dev.refresh_port(true);
         }
@@ -303,10 +303,10 @@ impl Daemon {
                 }
             };
             debug!("client {id}: {req:?}");
-            let was_ready = self.dev.sessions.get(&id).is_some_and(|s| s.ready);
+            let was_ready = self.dev.objects.session(id).is_some_and(|s| s.ready);
             let reply = self.dev.handle(id, req, fds);
             if !was_ready {
-                if let Some(bell) = self.dev.sessions.get(&id).and_then(|s| s.bell.as_ref()) {
+                if let Some(bell) = self.dev.objects.session(id).and_then(|s| s.bell.as_ref()) {
                     if let Err(e) = self.epoll.add(bell.as_fd(), T_BELL | u64::from(id)) {
                         warning!("client {id}: epoll add doorbell: {e}");
                     }
@@ -338,7 +338,7 @@ impl Daemon {
         if let Some(sock) = self.conns.remove(&id) {
             self.epoll.remove(sock.as_raw_fd());
         }
-        if let Some(bell) = self.dev.sessions.get(&id).and_then(|s| s.bell.as_ref()) {
+        if let Some(bell) = self.dev.objects.session(id).and_then(|s| s.bell.as_ref()) {
             self.epoll.remove(bell.as_raw_fd());
         }
         self.dev.disconnect(id);

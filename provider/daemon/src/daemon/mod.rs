@@ -1,33 +1,40 @@
-//! `rxud`, the soft NIC daemon: one per device. It owns the transport's
-//! endpoint and its UDP driver bound to the device's address, serves
-//! clients on a SOCK_SEQPACKET control socket ([`rxu_abi::proto`]), moves
-//! work requests from their rings into the endpoint and completions into
-//! their CQ rings, and cleans up after clients that go away.
+//! `rxud`, the soft NIC daemon: one per device. It owns the UDP engine
+//! bound to the device's address, serves clients on a SOCK_SEQPACKET
+//! control socket ([`rxu_abi::proto`]), moves work requests from their
+//! rings into the engine and completions back, and cleans up after
+//! clients that go away.
 //!
 //! Modules: `setup` (start-up: facts, engine bind errors, runtime
 //! files), `event_loop` (the single-threaded loop and its spin policy),
-//! `device` (the device state), `handle`, `cq` (CQs, the completion sink),
-//! `srq`, `qp`, `admin` (the requests), `datapath` (one turn of the data
-//! path: rings <-> endpoint <-> driver), `wqe` (slot validation),
-//! `session` (per-client objects), `netlink` and `port` (port 1 follows
-//! its netdev).
+//! `device` (the device: its parts `objects`, `port`, the engine and
+//! `counters`), `handle` (dispatch) and `cq`, `srq`, `qp`, `admin` (the
+//! requests, each a function of the parts it needs; `reply` is what they
+//! return), `datapath` (rings <-> engine), `wqe` (slot validation),
+//! `session` (per-client objects), `netlink`, `link` and `port` (port 1
+//! follows its netdev).
 
 pub mod admin;
+pub mod counters;
 pub mod cq;
 pub mod datapath;
 pub mod device;
 pub mod event_loop;
 pub mod handle;
+pub mod link;
 pub mod log;
 pub mod netlink;
+pub mod objects;
 pub mod port;
 pub mod qp;
+pub mod reply;
 pub mod session;
 pub mod setup;
 pub mod srq;
 pub mod sys;
 pub mod wqe;
 
+#[cfg(test)]
+mod test_spec;
 #[cfg(test)]
 mod tests;
 
@@ -82,8 +89,8 @@ pub fn run(cfg: Config) -> Result<(), DaemonError> {
     setup::RuntimeFiles::check_not_running(&cfg.name)?;
     let mut dev = Device::new(facts.clone(), setup::engine_config(&cfg, &facts.netdev))
         .map_err(|e| setup::bind_error(&cfg, e))?;
-    dev.node = cfg.node.clone();
-    dev.all_addrs = cfg.all_addrs;
+    dev.port.set_node(cfg.node.clone());
+    dev.port.set_all_addrs(cfg.all_addrs);
     // The port by the same rule rtnetlink events are judged by later.
     dev.refresh_port(false);
     let files = setup::RuntimeFiles::create(&cfg.name)?;
@@ -92,9 +99,9 @@ pub fn run(cfg: Config) -> Result<(), DaemonError> {
         cfg.name,
         cfg.addr,
         cfg.port,
-        dev.facts.netdev,
-        dev.facts.netdev_mtu,
-        dev.port_mtu.bytes()
+        dev.port.netdev(),
+        dev.port.facts().netdev_mtu,
+        dev.port.mtu().bytes()
     );
     let mut d = event_loop::Daemon::new(dev, files, signals, cfg.max_spin).map_err(|source| {
         DaemonError::Io {

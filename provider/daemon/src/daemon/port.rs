@@ -5,16 +5,17 @@
 //! - A device serving one address (`--addr`): ACTIVE when the netdev is
 //!   up and running (IFF_UP and IFF_RUNNING: no carrier is DOWN too) *and*
 //!   the address is assigned to it; the GID table holds that address while
-//!   it is assigned (the driver is bound to it alone).
-//! - A device serving its netdev (`--all-addrs`, the driver on 0.0.0.0 and
+//!   it is assigned (the engine is bound to it alone).
+//! - A device serving its netdev (`--all-addrs`, the engine on 0.0.0.0 and
 //!   [::] tied to the netdev): the GID table holds every address of the
 //!   netdev but IPv6 link-local ones, IPv4 first; ACTIVE while the netdev
-//!   runs and has at least one. The endpoint accepts packets only to the
+//!   runs and has at least one. The engine accepts packets only to the
 //!   current GIDs, and a QP sends from the address of its AV's source GID.
 //!
-//! Every change is applied to the device's attributes (query_port), to the
-//! device tree (ports/1/state, gids, ndevs, rxu/active_mtu) and announced
-//! to every open context as IBV_EVENT_PORT_ERR / IBV_EVENT_PORT_ACTIVE and
+//! [`Port`] applies every change to the port's attributes (query_port) and
+//! to the device tree (ports/1/state, gids, ndevs, rxu/active_mtu), and
+//! returns what changed; the device then announces it to every open
+//! context as IBV_EVENT_PORT_ERR / IBV_EVENT_PORT_ACTIVE and
 //! IBV_EVENT_GID_CHANGE (a port going down says so before its GID goes; a
 //! port coming up lists its GID before it says so).
 
@@ -24,11 +25,11 @@ use std::path::PathBuf;
 use transport::qp::Mtu;
 
 use crate::devnode::{self, DevNode, PortState};
-use crate::verbs;
+use crate::verbs::{self, DeviceFacts};
+use rxu_abi::proto::PortAttr;
 
-use super::device::Device;
+use super::link::{query_link, LinkView};
 use super::log::{debug, info, warning};
-use super::session::event;
 
 /// Where the device tree of this device lives (written by `rxu up`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,17 +38,6 @@ pub struct NodeLoc {
     pub sysfs: PathBuf,
     /// N of uverbsN.
     pub uverbs: u32,
-}
-
-/// The netdev as the kernel reports it now.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LinkView {
-    pub index: u32,
-    /// IFF_UP and IFF_RUNNING.
-    pub running: bool,
-    pub loopback: bool,
-    pub addrs: Vec<IpAddr>,
-    pub mtu: Option<u32>,
 }
 
 /// What the port is, derived from a [`LinkView`].
@@ -137,93 +127,110 @@ pub fn derive(served: IpAddr, link: Option<&LinkView>) -> PortView {
     }
 }
 
-/// The netdev `name` now (None if it does not exist).
-pub fn query_link(name: &str) -> Option<LinkView> {
-    let cname = std::ffi::CString::new(name).ok()?;
-    // SAFETY: cname is a valid NUL-terminated string for the call.
-    let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-    if index == 0 {
-        return None;
-    }
-    let mut view = LinkView {
-        index,
-        mtu: mtu_of(&cname),
-        ..LinkView::default()
-    };
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `head` with a list freed below.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return None;
-    }
-    let mut p = head;
-    // Bounded by the kernel's interface list.
-    while !p.is_null() {
-        // SAFETY: p is a node of the list getifaddrs returned, alive until
-        // freeifaddrs below; ifa_name is NUL-terminated; ifa_addr is null
-        // or points at a sockaddr of its family.
-        unsafe {
-            let ifa = &*p;
-            if std::ffi::CStr::from_ptr(ifa.ifa_name) == cname.as_c_str() {
-                let f = ifa.ifa_flags;
-                view.running = f & libc::IFF_UP as u32 != 0 && f & libc::IFF_RUNNING as u32 != 0;
-                view.loopback = f & libc::IFF_LOOPBACK as u32 != 0;
-                if !ifa.ifa_addr.is_null() {
-                    match i32::from((*ifa.ifa_addr).sa_family) {
-                        libc::AF_INET => {
-                            let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
-                            view.addrs
-                                .push(IpAddr::from(sin.sin_addr.s_addr.to_ne_bytes()));
-                        }
-                        libc::AF_INET6 => {
-                            let sin6 = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
-                            view.addrs.push(IpAddr::from(sin6.sin6_addr.s6_addr));
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            p = ifa.ifa_next;
+/// What a port update changed (see [`Port::apply`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortChange {
+    pub went_up: bool,
+    pub went_down: bool,
+    /// The GID table (the port's addresses) changed.
+    pub gids_changed: bool,
+}
+
+/// The device and its port 1 as the netdev makes them: the device's
+/// facts, the attributes `ibv_query_port` reports, the active MTU, and
+/// where the device tree is to be kept in step.
+pub struct Port {
+    facts: DeviceFacts,
+    attr: PortAttr,
+    /// Active MTU of port 1 (largest path MTU; UD payload limit).
+    mtu: Mtu,
+    /// The address the engine is bound to (the only GID it can serve,
+    /// unless `all_addrs`).
+    served: IpAddr,
+    /// Serving every address of the netdev (engine on the wildcards).
+    all_addrs: bool,
+    /// The netdev's interface index (0 until first read).
+    ifindex: u32,
+    /// Where the device tree is, for port changes (None: not written).
+    node: Option<NodeLoc>,
+}
+
+/// The port attributes and active MTU of the facts.
+fn attr_and_mtu(facts: &DeviceFacts) -> (PortAttr, Mtu) {
+    let attr = verbs::port_attr(facts);
+    let mtu = Mtu::from_enum(attr.active_mtu)
+        .or(Mtu::for_netdev_mtu(facts.netdev_mtu as usize))
+        .unwrap_or(Mtu::M256);
+    (attr, mtu)
+}
+
+impl Port {
+    /// The port of a device serving `served` (not yet read from the
+    /// netdev, not writing a device tree).
+    pub fn new(facts: DeviceFacts, served: IpAddr) -> Port {
+        let (attr, mtu) = attr_and_mtu(&facts);
+        Port {
+            facts,
+            attr,
+            mtu,
+            served,
+            all_addrs: false,
+            ifindex: 0,
+            node: None,
         }
     }
-    // SAFETY: head came from getifaddrs and is freed once.
-    unsafe { libc::freeifaddrs(head) };
-    Some(view)
-}
 
-fn mtu_of(name: &std::ffi::CStr) -> Option<u32> {
-    // SAFETY: plain socket(2) call.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return None;
+    pub fn facts(&self) -> &DeviceFacts {
+        &self.facts
     }
-    // SAFETY: ifreq is plain data; zero is a valid value.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    let bytes = name.to_bytes();
-    if bytes.len() >= ifr.ifr_name.len() {
-        // SAFETY: fd is ours.
-        unsafe { libc::close(fd) };
-        return None;
-    }
-    for (d, &s) in ifr.ifr_name.iter_mut().zip(bytes) {
-        *d = s as libc::c_char;
-    }
-    // SAFETY: SIOCGIFMTU reads ifr_name and writes ifr_ifru.ifru_mtu of
-    // the ifreq we own; fd is open.
-    let r = unsafe { libc::ioctl(fd, libc::SIOCGIFMTU, &mut ifr) };
-    // SAFETY: fd is ours, closed once.
-    unsafe { libc::close(fd) };
-    if r != 0 {
-        return None;
-    }
-    // SAFETY: the ioctl succeeded, so the union holds the MTU.
-    let mtu = unsafe { ifr.ifr_ifru.ifru_mtu };
-    u32::try_from(mtu).ok()
-}
 
-impl Device {
-    /// Re-reads the netdev and applies what changed; with `notify`, every
-    /// open context hears of it. Returns whether anything changed.
-    pub fn refresh_port(&mut self, notify: bool) -> bool {
+    /// The ibdev name.
+    pub fn name(&self) -> &str {
+        &self.facts.name
+    }
+
+    pub fn netdev(&self) -> &str {
+        &self.facts.netdev
+    }
+
+    /// The port's addresses (its GIDs).
+    pub fn addrs(&self) -> &[IpAddr] {
+        &self.facts.addrs
+    }
+
+    /// What `ibv_query_port` reports.
+    pub fn attr(&self) -> &PortAttr {
+        &self.attr
+    }
+
+    /// The active MTU.
+    pub fn mtu(&self) -> Mtu {
+        self.mtu
+    }
+
+    /// The address the engine is bound to.
+    pub fn served(&self) -> IpAddr {
+        self.served
+    }
+
+    pub fn all_addrs(&self) -> bool {
+        self.all_addrs
+    }
+
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    pub(super) fn set_all_addrs(&mut self, all: bool) {
+        self.all_addrs = all;
+    }
+
+    pub(super) fn set_node(&mut self, node: Option<NodeLoc>) {
+        self.node = node;
+    }
+
+    /// Re-reads the netdev and applies what changed.
+    pub fn refresh(&mut self) -> Option<PortChange> {
         let link = query_link(&self.facts.netdev);
         if let Some(l) = &link {
             self.ifindex = l.index;
@@ -233,33 +240,29 @@ impl Device {
         } else {
             derive(self.served, link.as_ref())
         };
-        self.apply_port(v, notify)
+        self.apply(v)
     }
 
-    /// Applies a derived port view (separate from the reading, for tests).
-    pub fn apply_port(&mut self, v: PortView, notify: bool) -> bool {
-        let went_up = v.up && !self.facts.port_up;
-        let went_down = !v.up && self.facts.port_up;
-        let gids_changed = v.addrs != self.facts.addrs;
+    /// Applies a derived port view (separate from the reading, for tests)
+    /// to the attributes and the device tree; None if nothing changed.
+    pub fn apply(&mut self, v: PortView) -> Option<PortChange> {
+        let change = PortChange {
+            went_up: v.up && !self.facts.port_up,
+            went_down: !v.up && self.facts.port_up,
+            gids_changed: v.addrs != self.facts.addrs,
+        };
         let mtu = v
             .mtu
             .filter(|&m| m != self.facts.netdev_mtu && Mtu::for_netdev_mtu(m as usize).is_some());
-        if !went_up && !went_down && !gids_changed && mtu.is_none() {
-            return false;
+        if change == PortChange::default() && mtu.is_none() {
+            return None;
         }
         self.facts.port_up = v.up;
         self.facts.addrs = v.addrs;
-        if self.all_addrs {
-            // Packets to an address that is no GID (any more) are not ours.
-            self.endpoint.set_local_addrs(Some(&self.facts.addrs));
-        }
         if let Some(m) = mtu {
             self.facts.netdev_mtu = m;
         }
-        self.port_attr = verbs::port_attr(&self.facts);
-        self.port_mtu = Mtu::from_enum(self.port_attr.active_mtu)
-            .or(Mtu::for_netdev_mtu(self.facts.netdev_mtu as usize))
-            .unwrap_or(Mtu::M256);
+        (self.attr, self.mtu) = attr_and_mtu(&self.facts);
         info!(
             "port 1 {} (netdev {}{}), GIDs [{}], active MTU {}",
             if v.up { "ACTIVE" } else { "DOWN" },
@@ -277,41 +280,10 @@ impl Device {
                 .map(|a| a.to_string())
                 .collect::<Vec<_>>()
                 .join(", "),
-            self.port_mtu.bytes()
+            self.mtu.bytes()
         );
         self.sync_devnode();
-        if went_up || went_down {
-            self.counters.port_changes += 1;
-        }
-        if gids_changed {
-            self.counters.gid_changes += 1;
-        }
-        if notify {
-            if went_down {
-                self.port_event(event::PORT_ERR);
-            }
-            if gids_changed {
-                self.port_event(event::GID_CHANGE);
-            }
-            if went_up {
-                self.port_event(event::PORT_ACTIVE);
-            }
-        }
-        true
-    }
-
-    /// One port event (element: port number 1) to every open context.
-    fn port_event(&mut self, ty: u32) {
-        for s in self.sessions.values_mut() {
-            if !s.ready || s.admin {
-                continue;
-            }
-            if s.send_event(1, ty) {
-                self.counters.async_events += 1;
-            } else {
-                self.counters.async_events_dropped += 1;
-            }
-        }
+        Some(change)
     }
 
     /// Writes the port's state, GIDs and MTU into the device tree, if the
@@ -343,7 +315,7 @@ impl Device {
         } else {
             PortState::Down
         };
-        let mtu = devnode::Mtu::for_eth_mtu(self.facts.netdev_mtu);
+        let mtu = Mtu::for_netdev_mtu(self.facts.netdev_mtu as usize);
         let r = node
             .set_port_state(state)
             .and_then(|()| node.set_gids(&self.facts.addrs))
@@ -419,14 +391,5 @@ mod tests {
         let none = derive_all(Some(&link(true, &["fe80::1"])));
         assert!(!none.up && none.addrs.is_empty(), "no address left: DOWN");
         assert!(!derive_all(None).up);
-    }
-
-    #[test]
-    fn lo_is_readable() {
-        let l = query_link("lo").expect("lo exists");
-        assert!(l.loopback);
-        assert!(l.index > 0);
-        assert!(l.mtu.is_some());
-        assert!(query_link("rxu-no-such-if").is_none());
     }
 }

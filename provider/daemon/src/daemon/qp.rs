@@ -1,19 +1,22 @@
 //! Queue pairs: create (caps checked against the device, rings sized
-//! from the granted caps), modify (verbs rules, then the transport's
-//! attributes), query, destroy.
+//! from the granted caps), modify (the verbs rules give the transport's
+//! attributes; then the device's port limits), query, destroy.
 
 use std::net::IpAddr;
 
-use transport::engine::QpSpec;
+use transport::engine::{Endpoint, QpSpec};
 use transport::qp::{self as tqp, Mtu, QpState, QpTuning};
-use transport::Psn;
 
+use crate::mem::DeviceMemory;
 use crate::verbs::{self, mask};
 use rxu_abi::proto::{abi, QpAttr, QpCap, QpType, Response};
 use rxu_abi::ring::Ring;
 
+use super::counters::DaemonCounters;
 use super::cq::DeviceCqs;
-use super::device::{refuse, Device, Handled, Refused, Reply};
+use super::objects::Objects;
+use super::port::Port;
+use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::Qp;
 
 /// The fields of a CreateQp request.
@@ -27,27 +30,6 @@ pub struct QpRequest {
     pub cap: QpCap,
     pub sq_sig_all: bool,
     pub user_handle: u64,
-}
-
-pub fn transport_type(t: QpType) -> tqp::QpType {
-    match t {
-        QpType::Rc => tqp::QpType::Rc,
-        QpType::Uc => tqp::QpType::Uc,
-        QpType::Ud => tqp::QpType::Ud,
-    }
-}
-
-fn state_of(v: u8) -> Option<QpState> {
-    Some(match v {
-        0 => QpState::Reset,
-        1 => QpState::Init,
-        2 => QpState::Rtr,
-        3 => QpState::Rts,
-        4 => QpState::Sqd,
-        5 => QpState::Sqe,
-        6 => QpState::Err,
-        _ => return None,
-    })
 }
 
 fn invalid<T>(msg: impl Into<String>) -> Result<T, Refused> {
@@ -71,296 +53,246 @@ pub fn grant_caps(req: QpCap, has_srq: bool, dev_max_inline: u32) -> QpCap {
     }
 }
 
-impl Device {
-    pub(super) fn create_qp(&mut self, id: u32, r: QpRequest) -> Handled {
-        let a = &self.dev_attr;
-        let (max_wr, max_sge, max_inline, max_qp) =
-            (a.max_qp_wr, a.max_sge, a.max_inline_data, a.max_qp as usize);
-        let n = self.count(|s| s.qps.len());
-        let s = self.session(id)?;
-        if !s.pds.contains(&r.pd) {
-            return invalid(format!("no PD {}", r.pd));
-        }
-        let (Some(scq), Some(rcq)) = (s.cqs.get(&r.send_cq), s.cqs.get(&r.recv_cq)) else {
-            return invalid("no such CQ");
-        };
-        let (scq_id, rcq_id) = (scq.id, rcq.id);
-        let srq_id = match r.srq {
-            None => None,
-            Some(h) => match s.srqs.get(&h) {
-                Some(q) => Some(q.id),
-                None => return invalid(format!("no SRQ {h}")),
-            },
-        };
-        let c = r.cap;
-        if c.max_send_wr > max_wr || (srq_id.is_none() && c.max_recv_wr > max_wr) {
-            return invalid(format!("work requests above max_qp_wr {max_wr}"));
-        }
-        if c.max_send_sge > max_sge || (srq_id.is_none() && c.max_recv_sge > max_sge) {
-            return invalid(format!("SGEs above max_sge {max_sge}"));
-        }
-        if c.max_inline_data > max_inline {
-            return invalid(format!("max_inline_data above {max_inline}"));
-        }
-        if n >= max_qp {
-            return refuse(libc::ENOMEM, "device QP limit reached");
-        }
-        let cap = grant_caps(c, srq_id.is_some(), max_inline);
-        let ring_err = |e| Refused {
+pub(super) fn create(
+    objects: &mut Objects,
+    endpoint: &mut Endpoint<DeviceMemory>,
+    counters: &mut DaemonCounters,
+    port: &Port,
+    id: u32,
+    r: QpRequest,
+) -> Handled {
+    let a = objects.attr();
+    let (max_wr, max_sge, max_inline, max_qp) =
+        (a.max_qp_wr, a.max_sge, a.max_inline_data, a.max_qp as usize);
+    let n = objects.count(|s| s.qps.len());
+    let s = objects.session_mut(id)?;
+    if !s.pds.contains(&r.pd) {
+        return invalid(format!("no PD {}", r.pd));
+    }
+    let (Some(scq), Some(rcq)) = (s.cqs.get(&r.send_cq), s.cqs.get(&r.recv_cq)) else {
+        return invalid("no such CQ");
+    };
+    let (scq_id, rcq_id) = (scq.id, rcq.id);
+    let srq_id = match r.srq {
+        None => None,
+        Some(h) => match s.srqs.get(&h) {
+            Some(q) => Some(q.id),
+            None => return invalid(format!("no SRQ {h}")),
+        },
+    };
+    let c = r.cap;
+    if c.max_send_wr > max_wr || (srq_id.is_none() && c.max_recv_wr > max_wr) {
+        return invalid(format!("work requests above max_qp_wr {max_wr}"));
+    }
+    if c.max_send_sge > max_sge || (srq_id.is_none() && c.max_recv_sge > max_sge) {
+        return invalid(format!("SGEs above max_sge {max_sge}"));
+    }
+    if c.max_inline_data > max_inline {
+        return invalid(format!("max_inline_data above {max_inline}"));
+    }
+    if n >= max_qp {
+        return refuse(libc::ENOMEM, "device QP limit reached");
+    }
+    let cap = grant_caps(c, srq_id.is_some(), max_inline);
+    let ring_err = |e| Refused {
+        errno: libc::ENOMEM,
+        msg: format!("QP ring: {e}"),
+    };
+    let sq_slot = abi::send_slot_size(cap.max_send_sge, cap.max_inline_data);
+    let sq_slots = cap.max_send_wr.saturating_add(1).next_power_of_two();
+    let (sq_ring, sq_fd) = Ring::create("rxu-sq", sq_slot, sq_slots).map_err(ring_err)?;
+    let mut fds = vec![sq_fd];
+    let (rq, rq_slot) = if srq_id.is_none() {
+        let slot = abi::recv_slot_size(cap.max_recv_sge);
+        let slots = cap.max_recv_wr.saturating_add(1).next_power_of_two();
+        let (ring, fd) = Ring::create("rxu-rq", slot, slots).map_err(ring_err)?;
+        fds.push(fd);
+        (Some(ring.into_consumer()), slot)
+    } else {
+        (None, 0)
+    };
+    let qpn = endpoint
+        .create_qp(QpSpec {
+            qp_type: r.qp_type,
+            pd: r.pd,
+            send_cq: scq_id,
+            recv_cq: rcq_id,
+            srq: srq_id,
+            sq_sig_all: r.sq_sig_all,
+            max_send_wr: cap.max_send_wr,
+            max_recv_wr: cap.max_recv_wr,
+        })
+        .map_err(|e| Refused {
             errno: libc::ENOMEM,
-            msg: format!("QP ring: {e}"),
-        };
-        let sq_slot = abi::send_slot_size(cap.max_send_sge, cap.max_inline_data);
-        let sq_slots = cap.max_send_wr.saturating_add(1).next_power_of_two();
-        let (sq_ring, sq_fd) = Ring::create("rxu-sq", sq_slot, sq_slots).map_err(ring_err)?;
-        let mut fds = vec![sq_fd];
-        let (rq, rq_slot) = if srq_id.is_none() {
-            let slot = abi::recv_slot_size(cap.max_recv_sge);
-            let slots = cap.max_recv_wr.saturating_add(1).next_power_of_two();
-            let (ring, fd) = Ring::create("rxu-rq", slot, slots).map_err(ring_err)?;
-            fds.push(fd);
-            (Some(ring.into_consumer()), slot)
-        } else {
-            (None, 0)
-        };
-        let qpn = self
-            .endpoint
-            .create_qp(QpSpec {
-                qp_type: transport_type(r.qp_type),
-                pd: r.pd,
-                send_cq: scq_id,
-                recv_cq: rcq_id,
-                srq: srq_id,
-                sq_sig_all: r.sq_sig_all,
-                max_send_wr: cap.max_send_wr,
-                max_recv_wr: cap.max_recv_wr,
-            })
-            .map_err(|e| Refused {
-                errno: libc::ENOMEM,
-                msg: format!("create_qp: {e}"),
-            })?;
-        let tuning = QpTuning {
-            port_mtu: self.port_mtu,
-            ..QpTuning::default()
-        };
-        let mut cqs = DeviceCqs::new(&mut self.sessions, &self.cq_owner, &mut self.counters);
-        let _ = self.endpoint.set_qp_tuning(qpn, tuning, &mut cqs);
-        let attr = QpAttr {
+            msg: format!("create_qp: {e}"),
+        })?;
+    let tuning = QpTuning {
+        port_mtu: port.mtu(),
+        ..QpTuning::default()
+    };
+    let _ = endpoint.set_qp_tuning(qpn, tuning, &mut DeviceCqs::new(objects, counters));
+    let attr = QpAttr {
+        cap,
+        sq_sig_all: r.sq_sig_all,
+        port_num: 1,
+        path_mtu: Mtu::M256 as u8,
+        ..QpAttr::default()
+    };
+    objects.add_qp(
+        id,
+        Qp {
+            qpn,
+            qp_type: r.qp_type,
+            pd: r.pd,
+            send_cq: r.send_cq,
+            recv_cq: r.recv_cq,
+            srq: r.srq,
             cap,
             sq_sig_all: r.sq_sig_all,
-            port_num: 1,
-            path_mtu: Mtu::M256 as u8,
-            ..QpAttr::default()
-        };
-        let s = self.session(id)?;
-        s.qps.insert(
+            user_handle: r.user_handle,
+            sq: sq_ring.into_consumer(),
+            rq,
+            attr,
+            broken: false,
+        },
+    )?;
+    Ok(Reply::with_fds(
+        Response::Qp {
             qpn,
-            Qp {
-                qpn,
-                qp_type: r.qp_type,
-                pd: r.pd,
-                send_cq: r.send_cq,
-                recv_cq: r.recv_cq,
-                srq: r.srq,
-                cap,
-                sq_sig_all: r.sq_sig_all,
-                user_handle: r.user_handle,
-                sq: sq_ring.into_consumer(),
-                rq,
-                attr,
-                broken: false,
-            },
-        );
-        self.qp_owner.insert(qpn, id);
-        Ok(Reply::with_fds(
-            Response::Qp {
-                qpn,
-                cap,
-                sq_slot,
-                rq_slot,
-            },
-            fds,
-        ))
-    }
+            cap,
+            sq_slot,
+            rq_slot,
+        },
+        fds,
+    ))
+}
 
-    pub(super) fn modify_qp(&mut self, id: u32, qpn: u32, m: u32, a: &QpAttr) -> Handled {
-        let Some(qp) = self.sessions.get(&id).and_then(|s| s.qps.get(&qpn)) else {
-            return invalid(format!("no QP {qpn:#x}"));
-        };
-        let qp_type = qp.qp_type;
-        let cur = self.endpoint.qp(qpn).map_or(0, |q| q.state() as u8);
-        let next = verbs::check_modify_qp(qp_type, cur, m, a).map_err(|e| Refused {
-            errno: e.errno,
-            msg: e.msg,
+pub(super) fn modify(
+    objects: &mut Objects,
+    endpoint: &mut Endpoint<DeviceMemory>,
+    counters: &mut DaemonCounters,
+    port: &Port,
+    id: u32,
+    qpn: u32,
+    (m, a): (u32, &QpAttr),
+) -> Handled {
+    let Some(qp) = objects.session(id).and_then(|s| s.qps.get(&qpn)) else {
+        return invalid(format!("no QP {qpn:#x}"));
+    };
+    let qp_type = qp.qp_type;
+    let cur = endpoint.qp(qpn).map_or(0, |q| q.state() as u8);
+    let ta = verbs::check_modify_qp(qp_type, cur, m, a).map_err(|e| Refused {
+        errno: e.errno,
+        msg: e.msg,
+    })?;
+    let next = ta.state.map_or(cur, |s| s as u8);
+    check_port_limits(port, m, a, &ta)?;
+    let src = av_source(port, m, a)?;
+    let mut cqs = DeviceCqs::new(objects, counters);
+    endpoint
+        .modify_qp(qpn, &ta, &mut cqs)
+        .map_err(|e| Refused {
+            errno: libc::EINVAL,
+            msg: format!("modify_qp: {e}"),
         })?;
-        let ta = self.transport_attr(m, a, next)?;
-        let src = self.av_source(m, a)?;
-        self.endpoint
-            .modify_qp(
-                qpn,
-                &ta,
-                &mut DeviceCqs::new(&mut self.sessions, &self.cq_owner, &mut self.counters),
-            )
-            .map_err(|e| Refused {
-                errno: libc::EINVAL,
-                msg: format!("modify_qp: {e}"),
-            })?;
-        if let Some(src) = src {
-            // Its packets leave from the address of its source GID.
-            let _ = self.endpoint.set_qp_source(qpn, src);
-        }
-        let s = self.session(id)?;
-        let Some(qp) = s.qps.get_mut(&qpn) else {
-            return invalid(format!("no QP {qpn:#x}"));
-        };
-        merge_attr(&mut qp.attr, m, a);
-        qp.attr.qp_state = next;
-        if next == QpState::Reset as u8 {
-            // RESET forgets posted work; what still sits in the rings was
-            // posted before the reset.
-            drain(&mut qp.sq);
-            if let Some(rq) = &mut qp.rq {
-                drain(rq);
-            }
-            qp.broken = false;
-        }
-        Ok(Reply::ok(Response::Ok))
+    if let Some(src) = src {
+        // Its packets leave from the address of its source GID.
+        let _ = endpoint.set_qp_source(qpn, src);
     }
-
-    /// On a device serving all its netdev's addresses: the address of the
-    /// AV's source GID, which must be of the destination's family.
-    fn av_source(&self, m: u32, a: &QpAttr) -> Result<Option<IpAddr>, Refused> {
-        if !self.all_addrs || m & mask::AV == 0 {
-            return Ok(None);
+    let s = objects.session_mut(id)?;
+    let Some(qp) = s.qps.get_mut(&qpn) else {
+        return invalid(format!("no QP {qpn:#x}"));
+    };
+    verbs::keep_attr(&mut qp.attr, m, a);
+    qp.attr.qp_state = next;
+    if next == QpState::Reset as u8 {
+        // RESET forgets posted work; what still sits in the rings was
+        // posted before the reset.
+        drain(&mut qp.sq);
+        if let Some(rq) = &mut qp.rq {
+            drain(rq);
         }
-        let Some(g) = self.port_attr.gids.get(usize::from(a.ah.sgid_index)) else {
+        qp.broken = false;
+    }
+    Ok(Reply::ok(Response::Ok))
+}
+
+/// What the verbs rules cannot know: the port's active MTU, its GID table
+/// and the address family it serves.
+fn check_port_limits(port: &Port, m: u32, a: &QpAttr, ta: &tqp::QpAttr) -> Result<(), Refused> {
+    if ta.path_mtu.is_some_and(|mtu| mtu > port.mtu()) {
+        return invalid("path MTU above the port's active MTU");
+    }
+    if m & mask::AV != 0 {
+        let ngids = port.attr().gids.len().max(1);
+        if usize::from(a.ah.sgid_index) >= ngids {
             return invalid(format!(
                 "sgid_index {} outside the GID table",
                 a.ah.sgid_index
             ));
-        };
-        let src = verbs::addr_of_gid(g);
+        }
         let dst = verbs::addr_of_gid(&a.ah.dgid);
-        if src.is_ipv6() != dst.is_ipv6() {
+        if !port.all_addrs() && dst.is_ipv6() != port.served().is_ipv6() {
             return invalid(format!(
-                "destination GID {dst} and source GID {src} differ in address family"
+                "destination GID {dst} unreachable from this device"
             ));
         }
-        Ok(Some(src))
     }
+    Ok(())
+}
 
-    /// The transport's view of a verbs modify (already checked by verbs).
-    fn transport_attr(&self, m: u32, a: &QpAttr, next: u8) -> Result<tqp::QpAttr, Refused> {
-        let has = |bit: u32| m & bit != 0;
-        let mut t = tqp::QpAttr::default();
-        if has(mask::STATE) {
-            t.state = Some(state_of(next).ok_or(Refused {
-                errno: libc::EINVAL,
-                msg: format!("invalid QP state {next}"),
-            })?);
-        }
-        if has(mask::PORT) && a.port_num != 1 {
-            return invalid(format!("no port {}", a.port_num));
-        }
-        if has(mask::PKEY_INDEX)
-            && u32::from(a.pkey_index) >= u32::from(self.port_attr.pkey_tbl_len.max(1))
-        {
-            return invalid("pkey_index outside the P_Key table");
-        }
-        if has(mask::CAP) {
-            return invalid("resizing a QP is not supported");
-        }
-        if has(mask::PATH_MTU) {
-            let Some(mtu) = Mtu::from_enum(a.path_mtu) else {
-                return invalid(format!("invalid path MTU {}", a.path_mtu));
-            };
-            if mtu > self.port_mtu {
-                return invalid("path MTU above the port's active MTU");
-            }
-            t.path_mtu = Some(mtu);
-        }
-        if has(mask::AV) {
-            let ngids = self.port_attr.gids.len().max(1);
-            if usize::from(a.ah.sgid_index) >= ngids {
-                return invalid(format!(
-                    "sgid_index {} outside the GID table",
-                    a.ah.sgid_index
-                ));
-            }
-            let dst = verbs::addr_of_gid(&a.ah.dgid);
-            let family_ok = self.all_addrs || dst.is_ipv6() == self.driver.local_addr().is_ipv6();
-            if !family_ok || dst.is_unspecified() {
-                return invalid(format!(
-                    "destination GID {dst} unreachable from this device"
-                ));
-            }
-            t.dest_addr = Some(dst);
-            t.flow_label = Some(a.ah.flow_label & 0xF_FFFF);
-        }
-        if has(mask::DEST_QPN) {
-            t.dest_qpn = Some(a.dest_qp_num);
-        }
-        if has(mask::RQ_PSN) {
-            t.rq_psn = Some(Psn::new(a.rq_psn));
-        }
-        if has(mask::SQ_PSN) {
-            t.sq_psn = Some(Psn::new(a.sq_psn));
-        }
-        if has(mask::QKEY) {
-            t.qkey = Some(a.qkey);
-        }
-        if has(mask::ACCESS_FLAGS) {
-            t.access_flags = Some(a.qp_access_flags);
-        }
-        if has(mask::TIMEOUT) {
-            t.timeout = Some(a.timeout);
-        }
-        if has(mask::RETRY_CNT) {
-            t.retry_cnt = Some(a.retry_cnt);
-        }
-        if has(mask::RNR_RETRY) {
-            t.rnr_retry = Some(a.rnr_retry);
-        }
-        if has(mask::MIN_RNR_TIMER) {
-            t.min_rnr_timer = Some(a.min_rnr_timer);
-        }
-        if has(mask::MAX_QP_RD_ATOMIC) {
-            if u32::from(a.max_rd_atomic) > self.dev_attr.max_qp_init_rd_atom {
-                return invalid("max_rd_atomic above max_qp_init_rd_atom");
-            }
-            t.max_rd_atomic = Some(a.max_rd_atomic);
-        }
-        if has(mask::MAX_DEST_RD_ATOMIC) {
-            if u32::from(a.max_dest_rd_atomic) > self.dev_attr.max_qp_rd_atom {
-                return invalid("max_dest_rd_atomic above max_qp_rd_atom");
-            }
-            t.max_dest_rd_atomic = Some(a.max_dest_rd_atomic);
-        }
-        Ok(t)
+/// On a device serving all its netdev's addresses: the address of the
+/// AV's source GID, which must be of the destination's family.
+fn av_source(port: &Port, m: u32, a: &QpAttr) -> Result<Option<IpAddr>, Refused> {
+    if !port.all_addrs() || m & mask::AV == 0 {
+        return Ok(None);
     }
+    let Some(g) = port.attr().gids.get(usize::from(a.ah.sgid_index)) else {
+        return invalid(format!(
+            "sgid_index {} outside the GID table",
+            a.ah.sgid_index
+        ));
+    };
+    let src = verbs::addr_of_gid(g);
+    let dst = verbs::addr_of_gid(&a.ah.dgid);
+    if src.is_ipv6() != dst.is_ipv6() {
+        return invalid(format!(
+            "destination GID {dst} and source GID {src} differ in address family"
+        ));
+    }
+    Ok(Some(src))
+}
 
-    pub(super) fn query_qp(&mut self, id: u32, qpn: u32) -> Handled {
-        let state = self.endpoint.qp(qpn).map(|q| q.state() as u8);
-        let s = self.session(id)?;
-        let (Some(qp), Some(state)) = (s.qps.get(&qpn), state) else {
-            return invalid(format!("no QP {qpn:#x}"));
-        };
-        let mut attr = qp.attr;
-        attr.qp_state = state;
-        attr.cur_qp_state = state;
-        attr.cap = qp.cap;
-        attr.sq_sig_all = qp.sq_sig_all;
-        Ok(Reply::ok(Response::QpAttr { attr, cap: qp.cap }))
-    }
+pub(super) fn query(
+    objects: &mut Objects,
+    endpoint: &Endpoint<DeviceMemory>,
+    id: u32,
+    qpn: u32,
+) -> Handled {
+    let state = endpoint.qp(qpn).map(|q| q.state() as u8);
+    let s = objects.session_mut(id)?;
+    let (Some(qp), Some(state)) = (s.qps.get(&qpn), state) else {
+        return invalid(format!("no QP {qpn:#x}"));
+    };
+    let mut attr = qp.attr;
+    attr.qp_state = state;
+    attr.cur_qp_state = state;
+    attr.cap = qp.cap;
+    attr.sq_sig_all = qp.sq_sig_all;
+    Ok(Reply::ok(Response::QpAttr { attr, cap: qp.cap }))
+}
 
-    pub(super) fn destroy_qp(&mut self, id: u32, qpn: u32) -> Handled {
-        let s = self.session(id)?;
-        if s.qps.remove(&qpn).is_none() {
-            return refuse(libc::ENOENT, format!("no QP {qpn:#x}"));
-        }
-        self.retire_qp(qpn);
-        Ok(Reply::ok(Response::Ok))
+pub(super) fn destroy(
+    objects: &mut Objects,
+    endpoint: &mut Endpoint<DeviceMemory>,
+    counters: &mut DaemonCounters,
+    id: u32,
+    qpn: u32,
+) -> Handled {
+    if !objects.destroy_qp(endpoint, counters, id, qpn)? {
+        return refuse(libc::ENOENT, format!("no QP {qpn:#x}"));
     }
+    Ok(Reply::ok(Response::Ok))
 }
 
 /// Drops every entry of a ring (bounded by its capacity).
@@ -373,52 +305,90 @@ fn drain(c: &mut rxu_abi::ring::Consumer) {
     }
 }
 
-/// Copies the attributes named by `m` into the stored ones.
-fn merge_attr(dst: &mut QpAttr, m: u32, a: &QpAttr) {
-    let has = |bit: u32| m & bit != 0;
-    if has(mask::PATH_MTU) {
-        dst.path_mtu = a.path_mtu;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verbs::{qp_attr, DeviceFacts};
+    use rxu_abi::proto::AhAttr;
+
+    fn port(addrs: &[&str], netdev_mtu: u32) -> Port {
+        let addrs: Vec<IpAddr> = addrs.iter().map(|a| a.parse().unwrap()).collect();
+        let facts = DeviceFacts {
+            name: "rxut".into(),
+            netdev: "lo".into(),
+            addrs: addrs.clone(),
+            netdev_mtu,
+            node_guid: 1,
+            port_up: true,
+        };
+        Port::new(facts, addrs[0])
     }
-    if has(mask::QKEY) {
-        dst.qkey = a.qkey;
+
+    fn to(dst: &str, sgid_index: u8) -> QpAttr {
+        QpAttr {
+            path_mtu: 3,
+            ah: AhAttr {
+                dgid: verbs::gid_of(dst.parse().unwrap()),
+                sgid_index,
+                is_global: true,
+                port_num: 1,
+                ..AhAttr::default()
+            },
+            ..QpAttr::default()
+        }
     }
-    if has(mask::RQ_PSN) {
-        dst.rq_psn = a.rq_psn & Psn::MASK;
+
+    fn check(p: &Port, m: u32, a: &QpAttr) -> Result<(), String> {
+        let ta = qp_attr::transport_attr(None, m, a);
+        check_port_limits(p, m, a, &ta).map_err(|e| {
+            assert_eq!(e.errno, libc::EINVAL);
+            e.msg
+        })
     }
-    if has(mask::SQ_PSN) {
-        dst.sq_psn = a.sq_psn & Psn::MASK;
+
+    #[test]
+    fn path_mtu_up_to_the_active_mtu() {
+        // Netdev MTU 1500: active MTU 1024 (3).
+        let p = port(&["10.0.0.1"], 1500);
+        let mut a = to("10.0.0.2", 0);
+        assert_eq!(check(&p, mask::PATH_MTU, &a), Ok(()));
+        a.path_mtu = 4;
+        let e = check(&p, mask::PATH_MTU, &a).unwrap_err();
+        assert!(e.contains("above the port's active MTU"), "{e}");
+        // Not in the mask: not looked at.
+        assert_eq!(check(&p, mask::QKEY, &a), Ok(()));
     }
-    if has(mask::DEST_QPN) {
-        dst.dest_qp_num = a.dest_qp_num;
+
+    #[test]
+    fn av_within_the_gid_table_and_the_served_family() {
+        let p = port(&["10.0.0.1"], 1500);
+        assert_eq!(check(&p, mask::AV, &to("10.0.0.2", 0)), Ok(()));
+        let e = check(&p, mask::AV, &to("10.0.0.2", 1)).unwrap_err();
+        assert!(e.contains("outside the GID table"), "{e}");
+        let e = check(&p, mask::AV, &to("fd00::2", 0)).unwrap_err();
+        assert!(e.contains("unreachable"), "{e}");
+        let v6 = port(&["fd00::1"], 1500);
+        assert_eq!(check(&v6, mask::AV, &to("fd00::2", 0)), Ok(()));
+        assert!(check(&v6, mask::AV, &to("10.0.0.2", 0)).is_err());
     }
-    if has(mask::ACCESS_FLAGS) {
-        dst.qp_access_flags = a.qp_access_flags;
-    }
-    if has(mask::PKEY_INDEX) {
-        dst.pkey_index = a.pkey_index;
-    }
-    if has(mask::MAX_QP_RD_ATOMIC) {
-        dst.max_rd_atomic = a.max_rd_atomic;
-    }
-    if has(mask::MAX_DEST_RD_ATOMIC) {
-        dst.max_dest_rd_atomic = a.max_dest_rd_atomic;
-    }
-    if has(mask::MIN_RNR_TIMER) {
-        dst.min_rnr_timer = a.min_rnr_timer;
-    }
-    if has(mask::PORT) {
-        dst.port_num = a.port_num;
-    }
-    if has(mask::TIMEOUT) {
-        dst.timeout = a.timeout;
-    }
-    if has(mask::RETRY_CNT) {
-        dst.retry_cnt = a.retry_cnt;
-    }
-    if has(mask::RNR_RETRY) {
-        dst.rnr_retry = a.rnr_retry;
-    }
-    if has(mask::AV) {
-        dst.ah = a.ah;
+
+    #[test]
+    fn all_addresses_send_from_the_source_gid_of_the_family() {
+        let mut p = port(&["10.0.0.1", "fd00::1"], 1500);
+        assert_eq!(av_source(&p, mask::AV, &to("10.0.0.2", 0)), Ok(None));
+        p.set_all_addrs(true);
+        // Both families are served: the source GID decides.
+        assert_eq!(check(&p, mask::AV, &to("fd00::2", 1)), Ok(()));
+        assert_eq!(
+            av_source(&p, mask::AV, &to("fd00::2", 1)),
+            Ok(Some("fd00::1".parse().unwrap()))
+        );
+        assert_eq!(
+            av_source(&p, mask::AV, &to("10.0.0.2", 0)),
+            Ok(Some("10.0.0.1".parse().unwrap()))
+        );
+        let e = av_source(&p, mask::AV, &to("10.0.0.2", 1)).unwrap_err();
+        assert!(e.msg.contains("differ in address family"), "{}", e.msg);
+        assert_eq!(av_source(&p, mask::QKEY, &to("10.0.0.2", 1)), Ok(None));
     }
 }

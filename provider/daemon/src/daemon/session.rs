@@ -9,25 +9,14 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::os::fd::{AsFd, OwnedFd};
 
-use rxu_abi::proto::abi::Cqe;
+use rxu_abi::proto::abi::CqeBytes;
 use rxu_abi::proto::{QpAttr, QpCap, QpType};
 use rxu_abi::ring::{Consumer, Doorbell, Producer};
 
 use super::sys;
 
-/// `enum ibv_event_type` values the daemon raises.
-pub mod event {
-    pub const CQ_ERR: u32 = 0;
-    pub const QP_FATAL: u32 = 1;
-    pub const COMM_EST: u32 = 4;
-    pub const DEVICE_FATAL: u32 = 8;
-    pub const PORT_ACTIVE: u32 = 9;
-    pub const PORT_ERR: u32 = 10;
-    pub const SRQ_ERR: u32 = 14;
-    pub const SRQ_LIMIT_REACHED: u32 = 15;
-    pub const QP_LAST_WQE_REACHED: u32 = 16;
-    pub const GID_CHANGE: u32 = 18;
-}
+/// `enum ibv_event_type` values (the shared vocabulary's).
+pub use transport::verbs::event_type as event;
 
 pub struct Mr {
     pub pd: u32,
@@ -44,7 +33,7 @@ pub struct Cq {
     pub user_handle: u64,
     pub ring: Producer,
     /// Completions waiting for room in the ring, oldest first.
-    pub backlog: VecDeque<Cqe>,
+    pub backlog: VecDeque<CqeBytes>,
     /// Write end of the completion channel socket.
     pub channel: Option<OwnedFd>,
     /// CQ_ERR was raised for the current overrun.

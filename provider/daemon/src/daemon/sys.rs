@@ -309,6 +309,13 @@ pub fn send_record(sock: BorrowedFd<'_>, rec: &[u8]) -> bool {
     n == rec.len() as isize
 }
 
+/// Shuts down the sending side of a socket (its reader sees EOF after
+/// what was sent); errors are moot.
+pub fn shutdown_write(sock: BorrowedFd<'_>) {
+    // SAFETY: shutdown(2) on a socket fd that is open for the call.
+    unsafe { libc::shutdown(sock.as_raw_fd(), libc::SHUT_WR) };
+}
+
 /// Raises the soft limit on open files to the hard limit (every client
 /// holds several fds in the daemon).
 pub fn raise_nofile_limit() {

@@ -11,14 +11,18 @@ use std::time::{Duration, Instant};
 
 use transport::qp::{access, send_flags, WcOpcode, WcStatus};
 
-use super::device::{Device, Reply};
+use super::device::Device;
+use super::reply::Reply;
 use super::session::event;
 use super::setup::{self, Config};
+use super::test_spec::{RecvSpec, SendSpec};
 use crate::verbs::{self, mask};
-use rxu_abi::proto::abi::{self, wr_opcode, Cqe, RecvSlot, SendSlot, Sge, CQE_SIZE};
+use rxu_abi::proto::abi::{self, Cqe, CQE_SIZE};
 use rxu_abi::proto::{AhAttr, QpAttr, QpCap, QpType, Request, Response, PROTO_VERSION};
 use rxu_abi::ring::{Consumer, Doorbell, Producer, Ring};
+use rxu_client::Wc;
 use rxu_testkit::seqpacket_pair;
+use transport::verbs::{Sge, WrOpcode};
 
 const PORT: u16 = 24791;
 
@@ -32,7 +36,7 @@ fn device(n: u8) -> Device {
     cfg.mtu = Some(65536);
     let facts = setup::device_facts(&cfg).unwrap();
     let mut dev = Device::new(facts, setup::engine_config(&cfg, "lo")).unwrap();
-    dev.allow_own_mem = true;
+    dev.objects.set_allow_own_mem(true);
     dev
 }
 
@@ -224,11 +228,12 @@ fn pump(dev: &mut Device, mut done: impl FnMut(&mut Device) -> bool) -> bool {
     false
 }
 
-fn pop_cqe(cq: &mut Consumer) -> Option<Cqe> {
+/// The next CQE, read through the view (as the client library reads it).
+fn pop_cqe(cq: &mut Consumer) -> Option<Wc> {
     let mut b = [0u8; CQE_SIZE];
     cq.try_pop(&mut b)
         .unwrap()
-        .then(|| Cqe::decode(&b).unwrap())
+        .then(|| Wc::from_cqe(&Cqe::new_unchecked(&b)))
 }
 
 /// Async event records waiting on the client's socket.
@@ -255,9 +260,9 @@ fn events(c: &Client) -> Vec<(u64, u32)> {
     v
 }
 
-fn post_send(qp: &mut TestQp, s: &SendSlot) {
+fn post_send(qp: &mut TestQp, s: &SendSpec) {
     let mut b = vec![0u8; qp.sq.slot_size()];
-    s.encode(&mut b).unwrap();
+    s.write(&mut b);
     assert!(qp.sq.try_push(&b).unwrap());
 }
 
@@ -292,7 +297,7 @@ fn hello_first_version_checked_admin_limited() {
     assert_eq!(errno(r), libc::EINVAL, "an application Hello needs its fds");
     // The daemon's own memory is not a client's to hand over (the test
     // process plays the daemon here).
-    dev.allow_own_mem = false;
+    dev.objects.set_allow_own_mem(false);
     let id = dev.connect(1);
     let own: OwnedFd = std::fs::File::open("/proc/self/mem").unwrap().into();
     let (_rd, wr) = seqpacket_pair();
@@ -307,7 +312,7 @@ fn hello_first_version_checked_admin_limited() {
         vec![own, wr, bell],
     );
     assert_eq!(errno(r), libc::EINVAL);
-    dev.allow_own_mem = true;
+    dev.objects.set_allow_own_mem(true);
     let id = dev.connect(1);
     ok(call(
         &mut dev,
@@ -493,7 +498,7 @@ fn create_qp_checks_and_grants_caps() {
     let c = hello(&mut dev);
     let pd = alloc_pd(&mut dev, c.id);
     let (cq, _r) = create_cq(&mut dev, c.id, 4);
-    let a = dev.dev_attr.clone();
+    let a = dev.objects.attr().clone();
     let mk = |cap: QpCap| Request::CreateQp {
         pd,
         qp_type: QpType::Rc,
@@ -588,9 +593,9 @@ fn bad_wqes_complete_with_errors() {
     // Posted in RESET: fails alone, the QP stays in RESET.
     post_send(
         &mut qp,
-        &SendSlot {
+        &SendSpec {
             wr_id: 1,
-            opcode: wr_opcode::SEND,
+            opcode: WrOpcode::SEND,
             ..Default::default()
         },
     );
@@ -607,9 +612,9 @@ fn bad_wqes_complete_with_errors() {
     assert!(qp.sq.try_push(&junk).unwrap());
     post_send(
         &mut qp,
-        &SendSlot {
+        &SendSpec {
             wr_id: 3,
-            opcode: wr_opcode::RDMA_WRITE,
+            opcode: WrOpcode::RDMA_WRITE,
             send_flags: send_flags::SIGNALED,
             ..Default::default()
         },
@@ -625,12 +630,11 @@ fn bad_wqes_complete_with_errors() {
     // A receive WQE with more SGEs than max_recv_sge.
     let rq = qp.rq.as_mut().unwrap();
     let mut b = vec![0u8; rq.slot_size()];
-    RecvSlot {
+    RecvSpec {
         wr_id: 4,
         sges: vec![Sge::default(); 2],
     }
-    .encode(&mut b)
-    .unwrap();
+    .write(&mut b);
     b[8..12].copy_from_slice(&3u32.to_le_bytes());
     assert!(rq.try_push(&b).unwrap());
     dev.consume();
@@ -677,7 +681,7 @@ fn rc_send_and_write_loop_back() {
     connect_rc(&mut dev, c.id, b.qpn, a.qpn, addr(6));
     let rq = b.rq.as_mut().unwrap();
     let mut slot = vec![0u8; rq.slot_size()];
-    RecvSlot {
+    RecvSpec {
         wr_id: 50,
         sges: vec![Sge {
             addr: dst.as_ptr() as u64,
@@ -685,14 +689,13 @@ fn rc_send_and_write_loop_back() {
             lkey: dkey,
         }],
     }
-    .encode(&mut slot)
-    .unwrap();
+    .write(&mut slot);
     assert!(rq.try_push(&slot).unwrap());
     post_send(
         &mut a,
-        &SendSlot {
+        &SendSpec {
             wr_id: 10,
-            opcode: wr_opcode::SEND,
+            opcode: WrOpcode::SEND,
             send_flags: send_flags::SIGNALED,
             sges: vec![Sge {
                 addr: src.as_ptr() as u64,
@@ -704,9 +707,9 @@ fn rc_send_and_write_loop_back() {
     );
     post_send(
         &mut a,
-        &SendSlot {
+        &SendSpec {
             wr_id: 11,
-            opcode: wr_opcode::RDMA_WRITE,
+            opcode: WrOpcode::RDMA_WRITE,
             send_flags: send_flags::SIGNALED,
             remote_addr: dst.as_ptr() as u64 + 4096,
             rkey: dkey,
@@ -786,7 +789,7 @@ fn disconnect_destroys_everything_and_peers_time_out() {
     assert_eq!(srq.1.len(), 1);
     dev.disconnect(a.id);
     assert!(dev.endpoint.qp(qa.qpn).is_none());
-    assert!(!dev.qp_owner.contains_key(&qa.qpn));
+    assert!(!dev.objects.has_qp(qa.qpn));
     match dev.status() {
         Response::Status { clients, .. } => {
             assert_eq!(clients.len(), 1);
@@ -798,9 +801,9 @@ fn disconnect_destroys_everything_and_peers_time_out() {
     // retry_cnt 2) instead of hanging.
     post_send(
         &mut qb,
-        &SendSlot {
+        &SendSpec {
             wr_id: 77,
-            opcode: wr_opcode::SEND,
+            opcode: WrOpcode::SEND,
             send_flags: send_flags::SIGNALED,
             sges: vec![Sge {
                 addr: buf.as_ptr() as u64,
@@ -821,7 +824,7 @@ fn disconnect_destroys_everything_and_peers_time_out() {
     dev.disconnect(b.id);
     assert_eq!(dev.endpoint.qpns().count(), 0);
     assert_eq!(dev.endpoint.memory().stats().mrs, 0);
-    assert!(dev.sessions.is_empty());
+    assert!(dev.objects.is_empty());
 }
 
 #[test]
@@ -836,9 +839,9 @@ fn cq_resize_keeps_unread_entries_and_overrun_raises_cq_err() {
     for i in 0..3 {
         post_send(
             &mut qp,
-            &SendSlot {
+            &SendSpec {
                 wr_id: i,
-                opcode: wr_opcode::SEND,
+                opcode: WrOpcode::SEND,
                 ..Default::default()
             },
         );
@@ -867,12 +870,11 @@ fn cq_resize_keeps_unread_entries_and_overrun_raises_cq_err() {
     let rq = q1.rq.as_mut().unwrap();
     let mut slot = vec![0u8; rq.slot_size()];
     for i in 0..6 {
-        RecvSlot {
+        RecvSpec {
             wr_id: 100 + i,
             sges: vec![],
         }
-        .encode(&mut slot)
-        .unwrap();
+        .write(&mut slot);
         assert!(rq.try_push(&slot).unwrap());
     }
     dev.consume();
@@ -932,9 +934,9 @@ fn armed_cq_notifies_its_channel_once() {
     let post = |qp: &mut TestQp, id| {
         post_send(
             qp,
-            &SendSlot {
+            &SendSpec {
                 wr_id: id,
-                opcode: wr_opcode::SEND,
+                opcode: WrOpcode::SEND,
                 ..Default::default()
             },
         )
@@ -985,12 +987,11 @@ fn srq_limit_event_and_busy() {
     let mut ring = Ring::attach(&fds[0]).unwrap().into_producer();
     let mut slot = vec![0u8; ring.slot_size()];
     for i in 0..3 {
-        RecvSlot {
+        RecvSpec {
             wr_id: i,
             sges: vec![],
         }
-        .encode(&mut slot)
-        .unwrap();
+        .write(&mut slot);
         assert!(ring.try_push(&slot).unwrap());
     }
     dev.consume();
@@ -1072,10 +1073,10 @@ fn port_changes_reach_every_context_and_the_device_tree() {
     let mut desc = DeviceDesc::new("rxut", 3, vec![addr(40)]);
     desc.netdev = Some("lo".into());
     DevNode::create(&paths, &desc).unwrap();
-    dev.node = Some(NodeLoc {
+    dev.port.set_node(Some(NodeLoc {
         sysfs: paths.sysfs.clone(),
         uverbs: 3,
-    });
+    }));
     let (a, b) = (hello(&mut dev), hello(&mut dev));
     let admin = dev.connect(std::process::id());
     ok(dev.handle(
@@ -1230,9 +1231,9 @@ fn ud_receives_posted_before_the_burst_all_land() {
     for i in 0..N as u64 {
         post_send(
             &mut a,
-            &SendSlot {
+            &SendSpec {
                 wr_id: i,
-                opcode: wr_opcode::SEND,
+                opcode: WrOpcode::SEND,
                 send_flags: send_flags::SIGNALED,
                 ud_qpn: b.qpn,
                 ud_qkey: 0x1111_1111,
@@ -1260,7 +1261,7 @@ fn ud_receives_posted_before_the_burst_all_land() {
     let rq = b.rq.as_mut().unwrap();
     let mut slot = vec![0u8; rq.slot_size()];
     for i in 0..N {
-        RecvSlot {
+        RecvSpec {
             wr_id: 100 + i as u64,
             sges: vec![Sge {
                 addr: dst.as_ptr() as u64 + (i * 512) as u64,
@@ -1268,8 +1269,7 @@ fn ud_receives_posted_before_the_burst_all_land() {
                 lkey: dkey,
             }],
         }
-        .encode(&mut slot)
-        .unwrap();
+        .write(&mut slot);
         assert!(rq.try_push(&slot).unwrap());
     }
     let end = Instant::now() + Duration::from_secs(5);

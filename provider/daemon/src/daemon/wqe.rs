@@ -8,19 +8,20 @@
 
 use std::net::IpAddr;
 
-use transport::qp::{send_flags, Payload, RecvWqe, SendOp, SendWqe, Sge, UdDest, WcOpcode};
+use transport::qp::{send_flags, Payload, RecvWqe, SendOp, SendWqe, UdDest, WcOpcode};
+use transport::verbs::WrOpcode;
 
 use crate::verbs;
-use rxu_abi::proto::abi::{self, wr_opcode, RecvSlot, SendSlot};
+use rxu_abi::proto::abi::{self, recv_field, send_field, RecvSlot, SendSlot};
 use rxu_abi::proto::QpType;
 
-/// Send flags a client may set (IBV_SEND_IP_CSUM, 1 << 4, is for raw
-/// packet QPs and tolerated as a no-op).
+/// Send flags a client may set (IBV_SEND_IP_CSUM is for raw packet QPs
+/// and tolerated as a no-op).
 const KNOWN_SEND_FLAGS: u32 = send_flags::FENCE
     | send_flags::SIGNALED
     | send_flags::SOLICITED
     | send_flags::INLINE
-    | (1 << 4);
+    | send_flags::IP_CSUM;
 
 /// What the send queue checks a slot against.
 #[derive(Clone, Copy, Debug)]
@@ -44,150 +45,128 @@ pub struct BadWqe {
     pub why: &'static str,
 }
 
-/// Completion opcode of a send opcode (for error completions).
-pub fn wc_opcode_of(op: u32) -> WcOpcode {
-    match op {
-        wr_opcode::RDMA_WRITE | wr_opcode::RDMA_WRITE_WITH_IMM => WcOpcode::RdmaWrite,
-        wr_opcode::RDMA_READ => WcOpcode::RdmaRead,
-        wr_opcode::ATOMIC_CMP_AND_SWP => WcOpcode::CompSwap,
-        wr_opcode::ATOMIC_FETCH_AND_ADD => WcOpcode::FetchAdd,
-        wr_opcode::LOCAL_INV => WcOpcode::LocalInv,
-        wr_opcode::BIND_MW => WcOpcode::BindMw,
-        wr_opcode::FLUSH => WcOpcode::Flush,
-        wr_opcode::ATOMIC_WRITE => WcOpcode::AtomicWrite,
-        _ => WcOpcode::Send,
-    }
+/// A little-endian field of a slot that may be too short for it.
+fn field_or<const N: usize>(slot: &[u8], f: std::ops::Range<usize>, or: [u8; N]) -> [u8; N] {
+    slot.get(f)
+        .and_then(|b| <[u8; N]>::try_from(b).ok())
+        .unwrap_or(or)
 }
 
-/// Decodes and checks one SQ slot.
+/// Decodes and checks one SQ slot. Reads the slot in place: the only
+/// allocation is the transport WQE's SGE list (or inline copy).
 pub fn send_wqe(slot: &[u8], lim: &SqLimits) -> Result<SendWqe, BadWqe> {
     // wr_id and opcode sit in the fixed header; read them even when the
     // rest is bad so the error completion names the right request.
-    let head = |why| {
-        let wr_id = slot
-            .get(0..8)
-            .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
-        let op = slot.get(8..12).map_or(u32::MAX, |b| {
-            u32::from_le_bytes(b.try_into().unwrap_or([0xff; 4]))
-        });
-        BadWqe {
-            wr_id,
-            opcode: wc_opcode_of(op),
-            why,
-        }
-    };
-    let s =
-        SendSlot::decode(slot).map_err(|_| head("SGE list or inline data overflows the slot"))?;
-    let bad = |why| BadWqe {
-        wr_id: s.wr_id,
-        opcode: wc_opcode_of(s.opcode),
+    let head = |why| BadWqe {
+        wr_id: u64::from_le_bytes(field_or(slot, send_field::WR_ID, [0; 8])),
+        opcode: WrOpcode(u32::from_le_bytes(field_or(
+            slot,
+            send_field::OPCODE,
+            [0xff; 4],
+        )))
+        .wc_opcode(),
         why,
     };
-    if s.send_flags & !KNOWN_SEND_FLAGS != 0 {
+    let s = SendSlot::new_checked(slot)
+        .map_err(|_| head("SGE list or inline data overflows the slot"))?;
+    let bad = |why| BadWqe {
+        wr_id: s.wr_id(),
+        opcode: s.opcode().wc_opcode(),
+        why,
+    };
+    let flags = s.send_flags();
+    if flags & !KNOWN_SEND_FLAGS != 0 {
         return Err(bad("unknown send flags"));
     }
-    let inline = s.send_flags & send_flags::INLINE != 0;
-    let num_sge = slot
-        .get(20..22)
-        .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]));
-    if u32::from(num_sge) > lim.max_sge {
+    if u32::from(s.num_sge()) > lim.max_sge {
         return Err(bad("more SGEs than the QP's max_send_sge"));
     }
-    let payload = if inline {
-        if s.inline.len() > lim.max_inline as usize {
+    let payload = if flags & send_flags::INLINE != 0 {
+        let data = s.inline_data();
+        if data.len() > lim.max_inline as usize {
             return Err(bad("inline data above the QP's max_inline_data"));
         }
-        Payload::Inline(s.inline)
+        Payload::Inline(data.to_vec())
     } else {
-        if !s.inline.is_empty() {
+        if s.inline_len() != 0 {
             return Err(bad("inline data without IBV_SEND_INLINE"));
         }
-        Payload::Sges(
-            s.sges
-                .iter()
-                .map(|g| Sge {
-                    addr: g.addr,
-                    length: g.length,
-                    lkey: g.lkey,
-                })
-                .collect(),
-        )
+        Payload::Sges(s.sges().collect())
     };
-    let (ra, rkey) = (s.remote_addr, s.rkey);
-    let op = match s.opcode {
-        wr_opcode::SEND => SendOp::Send,
-        wr_opcode::SEND_WITH_IMM => SendOp::SendImm { imm: s.imm_or_inv },
-        wr_opcode::SEND_WITH_INV => SendOp::SendInv { rkey: s.imm_or_inv },
-        wr_opcode::RDMA_WRITE => SendOp::Write {
+    let (ra, rkey, imm) = (s.remote_addr(), s.rkey(), s.imm_data());
+    let op = match s.opcode() {
+        WrOpcode::SEND => SendOp::Send,
+        WrOpcode::SEND_WITH_IMM => SendOp::SendImm { imm },
+        WrOpcode::SEND_WITH_INV => SendOp::SendInv { rkey: imm },
+        WrOpcode::RDMA_WRITE => SendOp::Write {
             remote_addr: ra,
             rkey,
         },
-        wr_opcode::RDMA_WRITE_WITH_IMM => SendOp::WriteImm {
+        WrOpcode::RDMA_WRITE_WITH_IMM => SendOp::WriteImm {
             remote_addr: ra,
             rkey,
-            imm: s.imm_or_inv,
+            imm,
         },
-        wr_opcode::RDMA_READ => SendOp::Read {
-            remote_addr: ra,
-            rkey,
-        },
-        wr_opcode::ATOMIC_CMP_AND_SWP => SendOp::CmpSwap {
-            remote_addr: ra,
-            rkey,
-            compare: s.compare_add,
-            swap: s.swap,
-        },
-        wr_opcode::ATOMIC_FETCH_AND_ADD => SendOp::FetchAdd {
-            remote_addr: ra,
-            rkey,
-            add: s.compare_add,
-        },
-        wr_opcode::ATOMIC_WRITE => SendOp::AtomicWrite {
+        WrOpcode::RDMA_READ => SendOp::Read {
             remote_addr: ra,
             rkey,
         },
-        wr_opcode::FLUSH => SendOp::Flush {
+        WrOpcode::ATOMIC_CMP_AND_SWP => SendOp::CmpSwap {
+            remote_addr: ra,
+            rkey,
+            compare: s.compare_add(),
+            swap: s.swap(),
+        },
+        WrOpcode::ATOMIC_FETCH_AND_ADD => SendOp::FetchAdd {
+            remote_addr: ra,
+            rkey,
+            add: s.compare_add(),
+        },
+        WrOpcode::ATOMIC_WRITE => SendOp::AtomicWrite {
+            remote_addr: ra,
+            rkey,
+        },
+        WrOpcode::FLUSH => SendOp::Flush {
             remote_addr: ra,
             rkey,
             // abi: FLUSH carries its length in compare_add.
-            len: u32::try_from(s.compare_add).map_err(|_| bad("FLUSH length above 4 GiB"))?,
-            plt: (s.flush & 0xff) as u8,
-            sel: ((s.flush >> 8) & 0xff) as u8,
+            len: u32::try_from(s.compare_add()).map_err(|_| bad("FLUSH length above 4 GiB"))?,
+            plt: (s.flush() & 0xff) as u8,
+            sel: ((s.flush() >> 8) & 0xff) as u8,
         },
-        wr_opcode::LOCAL_INV | wr_opcode::BIND_MW => {
-            return Err(bad("memory windows and LOCAL_INV are not supported"))
+        _ if s.opcode().info().is_some() => {
+            return Err(bad("opcode not supported (memory windows, LOCAL_INV, TSO)"))
         }
         _ => return Err(bad("unknown opcode")),
     };
     let ud = if lim.qp_type == QpType::Ud {
-        if s.ud_qpn > 0xFF_FFFF {
+        if s.ud_qpn() > 0xFF_FFFF {
             return Err(bad("UD remote QPN above 2^24-1"));
         }
-        if s.ud_flow_label > 0xF_FFFF {
+        if s.ud_flow_label() > 0xF_FFFF {
             return Err(bad("flow label above 2^20-1"));
         }
-        let addr = verbs::addr_of_gid(&s.ud_gid);
+        let addr = verbs::addr_of_gid(&s.ud_gid());
         if (addr.is_ipv6() != lim.ipv6 && !lim.dual) || addr.is_unspecified() || is_multicast(addr)
         {
             return Err(bad("UD destination GID not reachable from this device"));
         }
-        let qkey = if s.ud_qkey & 0x8000_0000 != 0 {
-            lim.qkey
-        } else {
-            s.ud_qkey
+        let qkey = match s.ud_qkey() {
+            q if q & 0x8000_0000 != 0 => lim.qkey,
+            q => q,
         };
         Some(UdDest {
             addr,
-            qpn: s.ud_qpn,
+            qpn: s.ud_qpn(),
             qkey,
         })
     } else {
         None
     };
     Ok(SendWqe {
-        wr_id: s.wr_id,
+        wr_id: s.wr_id(),
         op,
-        flags: s.send_flags
+        flags: flags
             & (send_flags::FENCE
                 | send_flags::SIGNALED
                 | send_flags::SOLICITED
@@ -206,32 +185,20 @@ fn is_multicast(a: IpAddr) -> bool {
 
 /// Decodes and checks one RQ or SRQ slot.
 pub fn recv_wqe(slot: &[u8], max_sge: u32) -> Result<RecvWqe, BadWqe> {
-    let wr_id = slot
-        .get(0..8)
-        .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+    let wr_id = u64::from_le_bytes(field_or(slot, recv_field::WR_ID, [0; 8]));
     let bad = |why| BadWqe {
         wr_id,
         opcode: WcOpcode::Recv,
         why,
     };
-    let n = slot.get(8..12).map_or(u32::MAX, |b| {
-        u32::from_le_bytes(b.try_into().unwrap_or([0xff; 4]))
-    });
+    let n = u32::from_le_bytes(field_or(slot, recv_field::NUM_SGE, [0xff; 4]));
     if n > max_sge {
         return Err(bad("more SGEs than the queue's max_recv_sge"));
     }
-    let r = RecvSlot::decode(slot).map_err(|_| bad("SGE list overflows the slot"))?;
+    let r = RecvSlot::new_checked(slot).map_err(|_| bad("SGE list overflows the slot"))?;
     Ok(RecvWqe {
-        wr_id: r.wr_id,
-        sges: r
-            .sges
-            .iter()
-            .map(|g| Sge {
-                addr: g.addr,
-                length: g.length,
-                lkey: g.lkey,
-            })
-            .collect(),
+        wr_id,
+        sges: r.sges().collect(),
     })
 }
 
@@ -243,8 +210,9 @@ pub fn send_slot_size(max_sge: u32, max_inline: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::test_spec::{RecvSpec, SendSpec};
     use proptest::prelude::*;
-    use rxu_abi::proto::abi::Sge as AbiSge;
+    use transport::verbs::Sge;
 
     fn lim(qp_type: QpType) -> SqLimits {
         SqLimits {
@@ -257,31 +225,25 @@ mod tests {
         }
     }
 
-    fn enc(s: &SendSlot, size: usize) -> Vec<u8> {
-        let mut b = vec![0u8; size];
-        s.encode(&mut b).unwrap();
-        b
-    }
-
     #[test]
     fn good_send_and_write() {
         let l = lim(QpType::Rc);
         let size = send_slot_size(2, 64) as usize;
-        let s = SendSlot {
+        let s = SendSpec {
             wr_id: 7,
-            opcode: wr_opcode::RDMA_WRITE_WITH_IMM,
+            opcode: WrOpcode::RDMA_WRITE_WITH_IMM,
             send_flags: send_flags::SIGNALED,
-            imm_or_inv: 0xabcd,
+            imm_data: 0xabcd,
             remote_addr: 0x1000,
             rkey: 42,
-            sges: vec![AbiSge {
+            sges: vec![Sge {
                 addr: 1,
                 length: 2,
                 lkey: 3,
             }],
             ..Default::default()
         };
-        let w = send_wqe(&enc(&s, size), &l).unwrap();
+        let w = send_wqe(&s.slot(size), &l).unwrap();
         assert_eq!(w.wr_id, 7);
         assert_eq!(
             w.op,
@@ -292,14 +254,14 @@ mod tests {
             }
         );
         assert_eq!(w.payload.len(), 2);
-        let s = SendSlot {
+        let s = SendSpec {
             wr_id: 8,
-            opcode: wr_opcode::SEND,
+            opcode: WrOpcode::SEND,
             send_flags: send_flags::INLINE,
             inline: vec![9; 64],
             ..Default::default()
         };
-        let w = send_wqe(&enc(&s, size), &l).unwrap();
+        let w = send_wqe(&s.slot(size), &l).unwrap();
         assert_eq!(w.payload, Payload::Inline(vec![9; 64]));
     }
 
@@ -308,56 +270,54 @@ mod tests {
         let l = lim(QpType::Rc);
         let size = send_slot_size(4, 128) as usize;
         let cases = [
-            SendSlot {
+            SendSpec {
                 wr_id: 1,
-                opcode: 99,
+                opcode: WrOpcode(99),
                 ..Default::default()
             },
-            SendSlot {
+            SendSpec {
                 wr_id: 2,
-                opcode: wr_opcode::SEND,
+                opcode: WrOpcode::SEND,
                 send_flags: 1 << 9,
                 ..Default::default()
             },
-            SendSlot {
+            SendSpec {
                 wr_id: 3,
-                opcode: wr_opcode::SEND,
-                sges: vec![AbiSge::default(); 3],
+                opcode: WrOpcode::SEND,
+                sges: vec![Sge::default(); 3],
                 ..Default::default()
             },
-            SendSlot {
+            SendSpec {
                 wr_id: 4,
-                opcode: wr_opcode::SEND,
+                opcode: WrOpcode::SEND,
                 send_flags: send_flags::INLINE,
                 inline: vec![0; 65],
                 ..Default::default()
             },
-            SendSlot {
+            SendSpec {
                 wr_id: 5,
-                opcode: wr_opcode::RDMA_READ,
+                opcode: WrOpcode::RDMA_READ,
                 inline: vec![0; 8],
                 ..Default::default()
             },
-            SendSlot {
+            SendSpec {
                 wr_id: 6,
-                opcode: wr_opcode::BIND_MW,
+                opcode: WrOpcode::BIND_MW,
                 ..Default::default()
             },
         ];
         for s in cases {
-            let e = send_wqe(&enc(&s, size), &l).unwrap_err();
+            let e = send_wqe(&s.slot(size), &l).unwrap_err();
             assert_eq!(e.wr_id, s.wr_id, "{}", e.why);
         }
         // num_sge larger than the slot can hold: the decode fails.
-        let mut b = enc(
-            &SendSlot {
-                wr_id: 9,
-                opcode: wr_opcode::RDMA_WRITE,
-                ..Default::default()
-            },
-            128,
-        );
-        b[20..22].copy_from_slice(&200u16.to_le_bytes());
+        let mut b = SendSpec {
+            wr_id: 9,
+            opcode: WrOpcode::RDMA_WRITE,
+            ..Default::default()
+        }
+        .slot(128);
+        SendSlot::new_unchecked(&mut b[..]).set_num_sge(200);
         let e = send_wqe(&b, &lim(QpType::Rc)).unwrap_err();
         assert_eq!((e.wr_id, e.opcode), (9, WcOpcode::RdmaWrite));
     }
@@ -366,37 +326,37 @@ mod tests {
     fn ud_destination_checked() {
         let l = lim(QpType::Ud);
         let size = send_slot_size(2, 64) as usize;
-        let mut s = SendSlot {
+        let mut s = SendSpec {
             wr_id: 1,
-            opcode: wr_opcode::SEND,
+            opcode: WrOpcode::SEND,
             ud_qpn: 0x12,
             ud_qkey: 0x8000_0000,
             ud_gid: verbs::gid_of("127.0.0.1".parse().unwrap()),
             ..Default::default()
         };
-        let w = send_wqe(&enc(&s, size), &l).unwrap();
+        let w = send_wqe(&s.slot(size), &l).unwrap();
         let ud = w.ud.unwrap();
         assert_eq!((ud.qpn, ud.qkey), (0x12, 0x1111), "top bit: QP's qkey");
         s.ud_qpn = 1 << 24;
-        assert!(send_wqe(&enc(&s, size), &l).is_err());
+        assert!(send_wqe(&s.slot(size), &l).is_err());
         s.ud_qpn = 3;
         s.ud_gid = verbs::gid_of("::1".parse().unwrap());
-        assert!(send_wqe(&enc(&s, size), &l).is_err(), "family mismatch");
+        assert!(send_wqe(&s.slot(size), &l).is_err(), "family mismatch");
         s.ud_gid = [0; 16];
-        assert!(send_wqe(&enc(&s, size), &l).is_err(), "unspecified");
+        assert!(send_wqe(&s.slot(size), &l).is_err(), "unspecified");
     }
 
     #[test]
     fn recv_slots() {
-        let r = RecvSlot {
+        let r = RecvSpec {
             wr_id: 5,
-            sges: vec![AbiSge::default(); 2],
+            sges: vec![Sge::default(); 2],
         };
         let mut b = vec![0u8; abi::recv_slot_size(4) as usize];
-        r.encode(&mut b).unwrap();
+        r.write(&mut b);
         assert_eq!(recv_wqe(&b, 2).unwrap().sges.len(), 2);
         assert_eq!(recv_wqe(&b, 1).unwrap_err().wr_id, 5);
-        b[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        RecvSlot::new_unchecked(&mut b[..]).set_num_sge(u32::MAX);
         assert!(recv_wqe(&b, u32::MAX).is_err());
     }
 

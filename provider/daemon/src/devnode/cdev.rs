@@ -1,6 +1,6 @@
 //! `/dev/infiniband/uverbsN`: libibverbs stat()s it while listing devices and
 //! opens it O_RDWR in ibv_open_device, handing the fd to the provider as
-//! cmd_fd; the provider never issues kernel commands on it (contract §1.3,
+//! cmd_fd; the provider never issues kernel commands on it (docs/libibverbs-contract.md §1.3,
 //! §2.1). Any character device works; /dev/null behaves as the contract
 //! needs (ioctl -> ENOTTY).
 

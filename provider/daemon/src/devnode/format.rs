@@ -28,29 +28,8 @@ pub fn gid(g: &Gid) -> String {
     s
 }
 
-/// RoCE v2 GID of an address: IPv4 in the IPv4-mapped IPv6 form
-/// (`::ffff:a.b.c.d`), IPv6 as itself.
-pub fn gid_of(addr: IpAddr) -> Gid {
-    match addr {
-        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
-        IpAddr::V6(v6) => v6.octets(),
-    }
-}
-
-/// The GID table for a set of addresses: IPv4 addresses first, in the order
-/// given (so index 0 is the first IPv4 address, which perftest and the
-/// pingpongs pick by default), then IPv6; duplicates dropped.
-pub fn gid_table(addrs: &[IpAddr]) -> Vec<Gid> {
-    let v4 = addrs.iter().filter(|a| a.is_ipv4());
-    let v6 = addrs.iter().filter(|a| a.is_ipv6());
-    let mut table: Vec<Gid> = Vec::new();
-    for g in v4.chain(v6).map(|a| gid_of(*a)) {
-        if !table.contains(&g) {
-            table.push(g);
-        }
-    }
-    table
-}
+/// GIDs follow the daemon's rules (one definition, in `verbs`).
+pub use crate::verbs::{gid_of, gid_table};
 
 /// Node GUID from a MAC address, the way rxe derives it: the modified
 /// EUI-64 (U/L bit flipped, ff:fe inserted in the middle).
@@ -116,36 +95,8 @@ impl PortState {
     }
 }
 
-/// IB MTU enum (`enum ibv_mtu`): the RoCE path MTU in payload bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mtu {
-    M256 = 1,
-    M512 = 2,
-    M1024 = 3,
-    M2048 = 4,
-    M4096 = 5,
-}
-
-impl Mtu {
-    pub fn bytes(self) -> u32 {
-        128 << (self as u32)
-    }
-
-    /// Active MTU for a netdev MTU of `eth_mtu` bytes, by the one rule the
-    /// whole device uses (rxe's: netdev MTU minus 80 header bytes, rounded
-    /// down to an IB MTU; see `transport::qp::Mtu::for_netdev_mtu`), so
-    /// sysfs and `query_port` never disagree.
-    pub fn for_eth_mtu(eth_mtu: u32) -> Option<Mtu> {
-        use transport::qp::Mtu as T;
-        Some(match T::for_netdev_mtu(eth_mtu as usize)? {
-            T::M256 => Mtu::M256,
-            T::M512 => Mtu::M512,
-            T::M1024 => Mtu::M1024,
-            T::M2048 => Mtu::M2048,
-            T::M4096 => Mtu::M4096,
-        })
-    }
-}
+/// The path MTU enum (the shared vocabulary's).
+pub use transport::verbs::Mtu;
 
 /// IB link speed per lane, as `ports/<p>/rate` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -240,17 +191,5 @@ mod tests {
         assert_eq!(rate(1, Speed::Edr), "25 Gb/sec (1X EDR)");
         assert_eq!(rate(1, Speed::Sdr), "2.5 Gb/sec (1X)");
         assert_eq!(rate(4, Speed::Qdr), "40 Gb/sec (4X QDR)");
-    }
-
-    #[test]
-    fn mtus() {
-        assert_eq!(Mtu::M1024.bytes(), 1024);
-        assert_eq!(Mtu::M4096.bytes(), 4096);
-        assert_eq!(Mtu::for_eth_mtu(1500), Some(Mtu::M1024));
-        assert_eq!(Mtu::for_eth_mtu(65536), Some(Mtu::M4096));
-        assert_eq!(Mtu::for_eth_mtu(9000), Some(Mtu::M4096));
-        assert_eq!(Mtu::for_eth_mtu(4175), Some(Mtu::M2048));
-        assert_eq!(Mtu::for_eth_mtu(4176), Some(Mtu::M4096));
-        assert_eq!(Mtu::for_eth_mtu(300), None);
     }
 }

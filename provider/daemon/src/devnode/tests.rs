@@ -178,7 +178,7 @@ fn writes_exactly_the_expected_tree() {
 #[test]
 fn every_file_fits_libibverbs_buffers() {
     // One read() into a fixed buffer; content + newline must be shorter than
-    // the buffer (contract §1.2 reading rules). Smallest buffers: 8 bytes
+    // the buffer (docs/libibverbs-contract.md §1.2 reading rules). Smallest buffers: 8 bytes
     // (abi_version), 11 (gid types), 16 (ndevs), 24 (node_guid), 41 (gids).
     let t = TestDir::new("sizes");
     let paths = t.paths();

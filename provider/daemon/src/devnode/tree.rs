@@ -1,6 +1,6 @@
 //! Which files the tree holds, relative to their directories, for a device.
 //!
-//! Read by libibverbs 44 (contract §1.2, §1.4, §1.8):
+//! Read by libibverbs 44 (docs/libibverbs-contract.md §1.2, §1.4, §1.8):
 //!   class/infiniband_verbs/abi_version, uverbsN/{ibdev,dev,abi_version},
 //!   <ibdev>/{node_type,node_guid}, ports/1/gids/<i>,
 //!   ports/1/gid_attrs/{types,ndevs}/<i>, ports/1/pkeys/0.
@@ -19,8 +19,8 @@
 
 use std::path::PathBuf;
 
+use super::desc::DeviceDesc;
 use super::format::{self, Gid, Mtu, PortState};
-use super::DeviceDesc;
 
 pub const PORT: &str = "ports/1";
 pub const RXU: &str = "rxu";

@@ -1,15 +1,6 @@
 //! `ibv_reg_mr` access flags: which ones rxu accepts and what they need.
 
-pub use transport::qp::access::{
-    LOCAL_WRITE, MW_BIND, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE, ZERO_BASED,
-};
-
-pub const ON_DEMAND: u32 = 1 << 6;
-pub const HUGETLB: u32 = 1 << 7;
-pub const FLUSH_GLOBAL: u32 = 1 << 8;
-pub const FLUSH_PERSISTENT: u32 = 1 << 9;
-/// `IBV_ACCESS_OPTIONAL_RANGE`: hints a device may ignore (relaxed ordering).
-pub const OPTIONAL_RANGE: u32 = 0x3ff0_0000;
+pub use transport::verbs::access::*;
 
 /// Flags rxu honours. ON_DEMAND is refused: the device reports no ODP
 /// capabilities, so asking for it is an error, as on rxe without ODP.

@@ -3,8 +3,7 @@
 //! what rxe reports, so programs tuned on rxe see the same device.
 
 use super::limits::*;
-use super::DeviceFacts;
-use crate::devnode::format::gid_table;
+use super::{gid_table, DeviceFacts};
 use rxu_abi::proto::{DeviceAttr, PortAttr};
 use transport::qp::Mtu;
 
@@ -182,7 +181,7 @@ mod tests {
         assert!(Geometry::new(srq, MAX_SRQ_WR.next_power_of_two()).is_ok());
         assert!(Geometry::new(CQE_SIZE as u32, (MAX_CQE + 1).next_power_of_two()).is_ok());
         assert_eq!(u64::from(MAX_MSG_SZ), transport::qp::MAX_MSG_SIZE);
-        assert_eq!(GID_TBL_LEN, crate::devnode::DEFAULT_GID_TBL_LEN);
+        assert_eq!(GID_TBL_LEN, transport::verbs::GID_TBL_LEN);
         let node = PortDesc::default();
         assert_eq!(PORT_CAP_FLAGS, node.cap_mask);
         assert_eq!((ACTIVE_WIDTH, node.speed), (node.width, Speed::Edr));

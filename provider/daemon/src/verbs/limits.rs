@@ -61,7 +61,7 @@ pub const MAX_MTU: u8 = 5;
 /// The only port.
 pub const PORT_NUM: u8 = 1;
 /// Number of GID entries, the same as the device node writes.
-pub const GID_TBL_LEN: u32 = crate::devnode::DEFAULT_GID_TBL_LEN;
+pub use transport::verbs::GID_TBL_LEN;
 /// `IBV_PORT_CM_SUP`, what rxe reports (and the device node writes).
 pub const PORT_CAP_FLAGS: u32 = 1 << 16;
 

@@ -2,17 +2,20 @@
 //! attribute masks, device and port attributes, limits, GIDs.
 //!
 //! [`limits`] holds the numbers the device reports and the daemon
-//! enforces; [`modify`] the QP state machine; [`attrs`] the device and port
-//! attributes.
+//! enforces; [`modify`] the QP state machine; [`qp_attr`] a modify's
+//! attributes in the transport's form and as the QP keeps them; [`attrs`]
+//! the device and port attributes.
 
 pub mod attrs;
 pub mod limits;
 pub mod modify;
+pub mod qp_attr;
 #[cfg(test)]
 mod tests;
 
 pub use limits::*;
 pub use modify::{mask_names, state, state_name};
+pub use qp_attr::keep_attr;
 
 use rxu_abi::proto::{DeviceAttr, PortAttr, QpAttr, QpType};
 use std::net::IpAddr;
@@ -25,7 +28,8 @@ pub struct VerbsError {
     pub msg: String,
 }
 
-pub use rxu_abi::verbs::mask;
+/// `enum ibv_qp_attr_mask` bits (the shared vocabulary's).
+pub use transport::verbs::qp_attr_mask as mask;
 
 /// What the device is: fixed facts plus its addresses and netdev.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,7 +45,10 @@ pub struct DeviceFacts {
 
 /// Checks a modify_qp call as the verbs API requires (required and
 /// optional attributes per transition and QP type, value ranges) and
-/// returns the state the QP moves to.
+/// returns the transport's attributes for it: the state the QP moves to
+/// (`state`, set only with IBV_QP_STATE) and the attributes of `mask`.
+/// What is left to check is the device's now: the port's MTU and GID
+/// table (see the daemon's `qp::modify`).
 ///
 /// `cur` is the QP's state (`enum ibv_qp_state`); without IBV_QP_STATE in
 /// `mask` the QP stays in it and only the attributes change. Every error
@@ -52,7 +59,7 @@ pub fn check_modify_qp(
     cur: u8,
     mask: u32,
     attr: &QpAttr,
-) -> Result<u8, VerbsError> {
+) -> Result<transport::qp::QpAttr, VerbsError> {
     modify::check(qp_type, cur, mask, attr)
 }
 
@@ -72,6 +79,22 @@ pub fn gid_of(addr: IpAddr) -> [u8; 16] {
         IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
         IpAddr::V6(a) => a.octets(),
     }
+}
+
+/// The GID table for a set of addresses: IPv4 addresses first, in the order
+/// given (so index 0 is the first IPv4 address, which perftest and the
+/// pingpongs pick by default), then IPv6; duplicates dropped. The daemon's
+/// port attributes and the device node's sysfs files both use it.
+pub fn gid_table(addrs: &[IpAddr]) -> Vec<[u8; 16]> {
+    let v4 = addrs.iter().filter(|a| a.is_ipv4());
+    let v6 = addrs.iter().filter(|a| a.is_ipv6());
+    let mut table: Vec<[u8; 16]> = Vec::new();
+    for g in v4.chain(v6).map(|a| gid_of(*a)) {
+        if !table.contains(&g) {
+            table.push(g);
+        }
+    }
+    table
 }
 
 /// Address of a GID (IPv4-mapped GIDs give IPv4).

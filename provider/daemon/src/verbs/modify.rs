@@ -9,20 +9,23 @@
 //! table but refused: rxu has no automatic path migration and does not
 //! report IBV_DEVICE_AUTO_PATH_MIG.
 
+use transport::qp::{self as tqp, QpState};
+
 use super::mask::*;
-use super::{limits, valid_roce_v2_gid, VerbsError};
+use super::{limits, qp_attr, valid_roce_v2_gid, VerbsError};
 use crate::mem::access;
 use rxu_abi::proto::{QpAttr, QpType};
 
-/// `enum ibv_qp_state`.
+/// `enum ibv_qp_state` values as the control protocol carries them (u8).
 pub mod state {
-    pub const RESET: u8 = 0;
-    pub const INIT: u8 = 1;
-    pub const RTR: u8 = 2;
-    pub const RTS: u8 = 3;
-    pub const SQD: u8 = 4;
-    pub const SQE: u8 = 5;
-    pub const ERR: u8 = 6;
+    use transport::verbs::QpState;
+    pub const RESET: u8 = QpState::Reset as u8;
+    pub const INIT: u8 = QpState::Init as u8;
+    pub const RTR: u8 = QpState::Rtr as u8;
+    pub const RTS: u8 = QpState::Rts as u8;
+    pub const SQD: u8 = QpState::Sqd as u8;
+    pub const SQE: u8 = QpState::Sqe as u8;
+    pub const ERR: u8 = QpState::Err as u8;
 }
 use state::*;
 
@@ -66,17 +69,12 @@ pub fn mask_names(m: u32) -> String {
 
 /// `RESET`, `INIT`, ... or the number.
 pub fn state_name(s: u8) -> String {
-    const N: [&str; 7] = ["RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"];
-    N.get(usize::from(s))
-        .map_or_else(|| format!("state {s}"), |n| (*n).to_owned())
+    transport::verbs::QpState::from_u8(s)
+        .map_or_else(|| format!("state {s}"), |n| n.name().to_owned())
 }
 
 fn type_name(t: QpType) -> &'static str {
-    match t {
-        QpType::Rc => "RC",
-        QpType::Uc => "UC",
-        QpType::Ud => "UD",
-    }
+    t.name()
 }
 
 /// Required and optional attributes (besides STATE) of a transition for
@@ -157,14 +155,14 @@ fn einval(msg: String) -> VerbsError {
 }
 
 /// See [`super::check_modify_qp`].
-pub fn check(t: QpType, cur: u8, m: u32, a: &QpAttr) -> Result<u8, VerbsError> {
+pub fn check(t: QpType, cur: u8, m: u32, a: &QpAttr) -> Result<tqp::QpAttr, VerbsError> {
     if cur > ERR {
         return Err(einval(format!("QP is in invalid state {cur}")));
     }
     let next = if m & STATE != 0 { a.qp_state } else { cur };
-    if next > ERR {
+    let Some(next_state) = QpState::from_u8(next) else {
         return Err(einval(format!("IBV_QP_STATE {next} is not a QP state")));
-    }
+    };
     if m & CUR_STATE != 0 {
         if !matches!(a.cur_qp_state, RTR | RTS | SQD | SQE) {
             return Err(einval(format!(
@@ -200,7 +198,8 @@ pub fn check(t: QpType, cur: u8, m: u32, a: &QpAttr) -> Result<u8, VerbsError> {
         )));
     }
     check_values(m, a)?;
-    Ok(next)
+    let state = (m & STATE != 0).then_some(next_state);
+    Ok(qp_attr::transport_attr(state, m, a))
 }
 
 /// Value ranges of the attributes present in `m`.

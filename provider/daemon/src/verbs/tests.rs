@@ -8,6 +8,13 @@ use super::*;
 use proptest::prelude::*;
 use rxu_abi::proto::AhAttr;
 
+/// The state an accepted modify moves the QP to: the tests here are about
+/// the state machine and the value ranges (`qp_attr` tests the attributes
+/// a modify hands the transport).
+fn check_modify_qp(t: QpType, cur: u8, m: u32, a: &QpAttr) -> Result<u8, VerbsError> {
+    super::check_modify_qp(t, cur, m, a).map(|ta| ta.state.map_or(cur, |s| s as u8))
+}
+
 const TYPES: [QpType; 3] = [QpType::Rc, QpType::Uc, QpType::Ud];
 const ALL_BITS: [u32; 21] = [
     STATE,

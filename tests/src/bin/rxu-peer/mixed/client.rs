@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use rxu_client::*;
 
-use super::{
+use super::workload::{
     first_diff, pattern, Layout, CAS, CTL_CHECK, FADD, KINDS, KIND_NAMES, READ, SEND, WRITE,
     WRITE_IMM,
 };

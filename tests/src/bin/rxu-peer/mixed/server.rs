@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use rxu_client::*;
 
-use super::{
+use super::workload::{
     count, first_diff, pattern, Layout, CAS, CTL_CHECK, FADD, KINDS, KIND_NAMES, SEND, WRITE,
     WRITE_IMM,
 };

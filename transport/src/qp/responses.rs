@@ -6,52 +6,10 @@
 
 use super::memory::MemError;
 use super::queue_pair::{Env, Qp};
+use super::resp_state::RespOut;
 use crate::wire::{pad_for, Aeth, AethKind, AtomicAckEth, Headers, NakCode, Opcode, ICRC_LEN};
 use crate::Psn;
 use std::net::IpAddr;
-
-/// A READ response stream: `resid` bytes from `va` answer PSNs from
-/// `psn` on.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ReadStream {
-    pub psn: Psn,
-    pub va: u64,
-    pub rkey: u32,
-    pub resid: u64,
-    /// The first packet (FIRST or ONLY) is out.
-    pub started: bool,
-}
-
-impl ReadStream {
-    pub(crate) fn new(psn: Psn, va: u64, rkey: u32, len: u64) -> ReadStream {
-        ReadStream {
-            psn,
-            va,
-            rkey,
-            resid: len,
-            started: false,
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum RespOut {
-    /// ACK, RNR NAK or NAK.
-    Ack {
-        psn: Psn,
-        aeth: Aeth,
-    },
-    AtomicAck {
-        psn: Psn,
-        orig: u64,
-    },
-    Read(ReadStream),
-    /// READ RESPONSE ONLY without payload: the answer to FLUSH and
-    /// ATOMIC WRITE (as rxe sends it).
-    Empty {
-        psn: Psn,
-    },
-}
 
 fn plain_ack(o: &RespOut) -> bool {
     matches!(o, RespOut::Ack { aeth, .. } if matches!(aeth.kind(), AethKind::Ack { .. }))
@@ -80,7 +38,7 @@ impl Qp {
             let front = *self.resp.out.front()?;
             let msn = self.resp.msn;
             let mut hdr = Headers::default();
-            hdr.bth.dest_qpn = self.p.dest_qpn;
+            hdr.bth.dest_qpn = self.attr.dest_qpn;
             let mut n = 0usize;
             match front {
                 RespOut::Ack { psn, aeth } => {
@@ -103,7 +61,7 @@ impl Qp {
                     self.resp.out.pop_front();
                 }
                 RespOut::Read(s) => {
-                    let pmtu = self.p.pmtu() as u64;
+                    let pmtu = self.attr.pmtu() as u64;
                     let last = s.resid <= pmtu;
                     hdr.bth.opcode = match (s.started, last) {
                         (false, true) => Opcode::RC_READ_RESPONSE_ONLY,
@@ -144,12 +102,12 @@ impl Qp {
                         cur.va = cur.va.wrapping_add(n as u64);
                         cur.resid -= n as u64;
                     }
-                    return Some((Self::finish(buf, hl, n), self.p.dst()));
+                    return Some((Self::finish(buf, hl, n), self.attr.dst()));
                 }
             }
             hdr.bth.pad = pad_for(n);
             let hl = hdr.emit(buf).ok()?;
-            return Some((Self::finish(buf, hl, n), self.p.dst()));
+            return Some((Self::finish(buf, hl, n), self.attr.dst()));
         }
         None
     }

@@ -1,5 +1,5 @@
-//! `alloc_context` / `free_context`: one client connection to the device's
-//! rxud per `ibv_open_device`.
+//! `alloc_context`: connects to the device's rxud, sets up the context
+//! state and installs the ops table.
 
 use std::ffi::{c_int, c_void};
 use std::mem::{offset_of, size_of};
@@ -8,48 +8,15 @@ use std::sync::atomic::AtomicU32;
 
 use rxu_client::Context;
 
-use crate::abi::{IbvContext, IbvDevice, VerbsContext, VERBS_CONTEXT_SIZE};
+use crate::abi::{IbvDevice, VerbsContext, VERBS_CONTEXT_SIZE};
 use crate::channel::{self, ChannelMode, Channels};
+use crate::context::close::teardown;
+use crate::context::state::{CtxState, RxuContext};
+use crate::device::ibdev_name;
 use crate::events::Live;
 use crate::guard::{self, OpResult};
 use crate::version::{self, Lib};
-use crate::{log_err, log_info, ops, register};
-
-/// What `_verbs_init_and_alloc_context` allocates (zeroed) for us.
-#[repr(C)]
-pub struct RxuContext {
-    pub vctx: VerbsContext,
-    /// Set once the context is fully open; NULL before.
-    pub state: *mut CtxState,
-}
-
-/// The provider's per-context state.
-pub struct CtxState {
-    pub client: Context,
-    pub lib: &'static Lib,
-    pub channels: Channels,
-    pub live: Live,
-    pub next_handle: AtomicU32,
-}
-
-/// The state behind an `ibv_context` this provider opened.
-///
-/// # Safety
-/// `ctx` must be a live context created by [`alloc_context`].
-pub unsafe fn state<'a>(ctx: *mut IbvContext) -> OpResult<&'a CtxState> {
-    // SAFETY: a context from alloc_context (the contract) is the `context`
-    // of our VerbsContext, as from_ibv requires; that VerbsContext is the
-    // first field of an RxuContext, so the cast gives it.
-    let rctx = unsafe { VerbsContext::from_ibv(ctx) }.cast::<RxuContext>();
-    // SAFETY: rctx is that live RxuContext; `state` is set before the
-    // context is handed out and lives until free_context.
-    let st = unsafe { (*rctx).state };
-    if st.is_null() {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: non-NULL, from Box::into_raw in alloc_context.
-    Ok(unsafe { &*st })
-}
+use crate::{log_err, log_info, ops};
 
 fn errno() -> c_int {
     std::io::Error::last_os_error()
@@ -120,7 +87,7 @@ unsafe fn open(rctx: *mut RxuContext, dev: *mut IbvDevice, lib: &'static Lib) ->
         return Err(libc::EPROTO);
     }
     // SAFETY: dev is the live device being opened.
-    let name = unsafe { register::ibdev_name(dev) };
+    let name = unsafe { ibdev_name(dev) };
     let client = Context::open(&name).map_err(|e| {
         log_err!("cannot open {name}: {e}");
         e.errno()
@@ -155,33 +122,4 @@ unsafe fn open(rctx: *mut RxuContext, dev: *mut IbvDevice, lib: &'static Lib) ->
     vctx.context.async_fd = lib_async;
     vctx.context.num_comp_vectors = 1;
     Ok(())
-}
-
-/// Releases the provider state, then the library's part, then the block.
-///
-/// # Safety
-/// `rctx` must be a live RxuContext from `_verbs_init_and_alloc_context`
-/// that nothing uses any more; it is freed.
-unsafe fn teardown(rctx: *mut RxuContext, lib: &Lib) {
-    // SAFETY: rctx is a live RxuContext from _verbs_init_and_alloc_context
-    // that nothing else uses (the contract); `state` is NULL or from
-    // Box::into_raw.
-    unsafe {
-        let st = std::mem::replace(&mut (*rctx).state, std::ptr::null_mut());
-        if !st.is_null() {
-            drop(Box::from_raw(st));
-        }
-        // Closes cmd_fd and async_fd, drops the device reference.
-        (lib.uninit_context)(&raw mut (*rctx).vctx);
-        libc::free(rctx.cast());
-    }
-}
-
-pub unsafe extern "C" fn free_context(ctx: *mut IbvContext) {
-    guard::void_op("free_context", || {
-        let Some(lib) = version::lib() else { return };
-        // SAFETY: ctx is one of ours (the library calls this once per
-        // context, possibly half-opened: state may be NULL).
-        unsafe { teardown(VerbsContext::from_ibv(ctx).cast(), lib) };
-    })
 }

@@ -1,0 +1,4 @@
+//! Support code for the fuzz targets (also run on stable by this crate's
+//! tests).
+
+pub mod slots;

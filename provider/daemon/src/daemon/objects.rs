@@ -1,0 +1,309 @@
+//! The device's objects: the client sessions and what they own, the
+//! device-wide numbers (client ids, PDs, CQ ids, the QP-number and CQ-id
+//! -> owner maps) and the limits they are held to. The QPs themselves
+//! live in the endpoint; this is the bookkeeping that says whose they
+//! are, and where a completion goes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::AsFd;
+
+use transport::engine::Endpoint;
+use transport::qp::QpCounters;
+
+use crate::mem::DeviceMemory;
+use rxu_abi::proto::DeviceAttr;
+
+use super::counters::DaemonCounters;
+use super::cq::DeviceCqs;
+use super::reply::Refused;
+use super::session::{event, Cq, Qp, Session};
+use super::sys;
+
+pub struct Objects {
+    /// What `ibv_query_device` reports; its `max_*` are the limits every
+    /// object is held to.
+    attr: DeviceAttr,
+    sessions: BTreeMap<u32, Session>,
+    /// QP number -> owning session (exactly the QPs of the sessions).
+    qp_owner: HashMap<u32, u32>,
+    /// CQ id (the tag of the endpoint's completions) -> owning session
+    /// and its handle there (exactly the CQs of the sessions).
+    cq_owner: HashMap<u32, (u32, u32)>,
+    /// Transport counters of QPs already destroyed (device totals are
+    /// these plus the live QPs').
+    retired_qps: QpCounters,
+    /// Accept the daemon's own /proc/self/mem as a client's memory (only
+    /// in-process tests, where the test plays both sides).
+    allow_own_mem: bool,
+    next_client: u32,
+    next_pd: u32,
+    next_cq: u32,
+}
+
+impl Objects {
+    pub fn new(attr: DeviceAttr) -> Objects {
+        Objects {
+            attr,
+            sessions: BTreeMap::new(),
+            qp_owner: HashMap::new(),
+            cq_owner: HashMap::new(),
+            retired_qps: QpCounters::default(),
+            allow_own_mem: false,
+            next_client: 1,
+            next_pd: 1,
+            next_cq: 1,
+        }
+    }
+
+    /// The device attributes (and limits).
+    pub fn attr(&self) -> &DeviceAttr {
+        &self.attr
+    }
+
+    pub fn allow_own_mem(&self) -> bool {
+        self.allow_own_mem
+    }
+
+    /// A new session for a client that connected; returns its id.
+    pub(super) fn connect(&mut self, pid: u32) -> u32 {
+        let id = loop {
+            let id = self.next_client;
+            self.next_client = self.next_client.wrapping_add(1).max(1);
+            if !self.sessions.contains_key(&id) {
+                break id;
+            }
+        };
+        self.sessions.insert(id, Session::new(id, pid));
+        id
+    }
+
+    /// Removes a session and retires its QPs (keeping their counters;
+    /// what they still complete has no CQ to go to); the caller releases
+    /// what else it held in the endpoint.
+    pub(super) fn disconnect(
+        &mut self,
+        endpoint: &mut Endpoint<DeviceMemory>,
+        counters: &mut DaemonCounters,
+        id: u32,
+    ) -> Option<Session> {
+        let s = self.sessions.remove(&id)?;
+        for cq in s.cqs.values() {
+            self.cq_owner.remove(&cq.id);
+        }
+        for &qpn in s.qps.keys() {
+            self.retire_qp(endpoint, counters, qpn);
+        }
+        Some(s)
+    }
+
+    pub fn session(&self, id: u32) -> Option<&Session> {
+        self.sessions.get(&id)
+    }
+
+    pub(super) fn get_mut(&mut self, id: u32) -> Option<&mut Session> {
+        self.sessions.get_mut(&id)
+    }
+
+    /// The session of a client (always present while it sends requests).
+    pub(super) fn session_mut(&mut self, id: u32) -> Result<&mut Session, Refused> {
+        self.sessions.get_mut(&id).ok_or_else(|| Refused {
+            errno: libc::EINVAL,
+            msg: "no such session".into(),
+        })
+    }
+
+    /// Every session, by id.
+    pub fn sessions(&self) -> impl Iterator<Item = &Session> {
+        self.sessions.values()
+    }
+
+    pub(super) fn sessions_mut(&mut self) -> impl Iterator<Item = &mut Session> {
+        self.sessions.values_mut()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// The smallest session id at or above `from` (an ordered walk that
+    /// collects nothing).
+    pub(super) fn next_id(&self, from: u32) -> Option<u32> {
+        self.sessions.range(from..).next().map(|(&id, _)| id)
+    }
+
+    /// Objects of one kind across all clients (for the device limits).
+    pub fn count(&self, f: impl Fn(&Session) -> usize) -> usize {
+        self.sessions.values().map(f).sum()
+    }
+
+    /// A device-wide unique PD number; skips numbers still in use after
+    /// a wrap.
+    pub(super) fn alloc_pd(&mut self) -> u32 {
+        loop {
+            let pd = self.next_pd;
+            self.next_pd = self.next_pd.wrapping_add(1).max(1);
+            if !self.sessions.values().any(|s| s.pds.contains(&pd)) {
+                return pd;
+            }
+        }
+    }
+
+    /// A device-wide unique CQ id (the endpoint's name for the CQ).
+    pub(super) fn alloc_cq_id(&mut self) -> u32 {
+        loop {
+            let id = self.next_cq;
+            self.next_cq = self.next_cq.wrapping_add(1).max(1);
+            if !self.cq_owner.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// Records a CQ of session `id` (its `id` from [`Objects::alloc_cq_id`]);
+    /// returns its handle.
+    pub(super) fn add_cq(&mut self, id: u32, cq: Cq) -> Result<u32, Refused> {
+        let cq_id = cq.id;
+        let s = self.session_mut(id)?;
+        let h = s.new_handle();
+        s.cqs.insert(h, cq);
+        self.cq_owner.insert(cq_id, (id, h));
+        Ok(h)
+    }
+
+    /// Removes CQ `h` of session `id`, if it has one.
+    pub(super) fn remove_cq(&mut self, id: u32, h: u32) -> Option<Cq> {
+        let cq = self.sessions.get_mut(&id)?.cqs.remove(&h)?;
+        self.cq_owner.remove(&cq.id);
+        Some(cq)
+    }
+
+    /// The CQ the endpoint calls `cq`, if it still exists.
+    pub(super) fn cq_mut(&mut self, cq: u32) -> Option<&mut Cq> {
+        let (id, h) = self.cq_owner.get(&cq)?;
+        self.sessions.get_mut(id)?.cqs.get_mut(h)
+    }
+
+    /// Records a QP the engine created for session `id`.
+    pub(super) fn add_qp(&mut self, id: u32, qp: Qp) -> Result<(), Refused> {
+        let qpn = qp.qpn;
+        self.session_mut(id)?.qps.insert(qpn, qp);
+        self.qp_owner.insert(qpn, id);
+        Ok(())
+    }
+
+    /// Destroys a QP of session `id`; false if it has none of that number.
+    pub(super) fn destroy_qp(
+        &mut self,
+        endpoint: &mut Endpoint<DeviceMemory>,
+        counters: &mut DaemonCounters,
+        id: u32,
+        qpn: u32,
+    ) -> Result<bool, Refused> {
+        if self.session_mut(id)?.qps.remove(&qpn).is_none() {
+            return Ok(false);
+        }
+        self.retire_qp(endpoint, counters, qpn);
+        Ok(true)
+    }
+
+    /// Destroys a QP in the endpoint, keeping its counters in the totals;
+    /// what it completed meanwhile goes to its CQs.
+    fn retire_qp(
+        &mut self,
+        endpoint: &mut Endpoint<DeviceMemory>,
+        counters: &mut DaemonCounters,
+        qpn: u32,
+    ) {
+        if let Some(q) = endpoint.qp(qpn) {
+            add_qp_counters(&mut self.retired_qps, q.counters());
+        }
+        let _ = endpoint.destroy_qp(qpn, &mut DeviceCqs::new(self, counters));
+        self.qp_owner.remove(&qpn);
+    }
+
+    /// The session owning QP `qpn`, if it still exists.
+    pub(super) fn owner_of_qp_mut(&mut self, qpn: u32) -> Option<&mut Session> {
+        let owner = self.qp_owner.get(&qpn)?;
+        self.sessions.get_mut(owner)
+    }
+
+    /// Whether QP `qpn` belongs to some session.
+    pub fn has_qp(&self, qpn: u32) -> bool {
+        self.qp_owner.contains_key(&qpn)
+    }
+
+    /// The numbers of every live QP, ascending.
+    pub fn qpns(&self) -> Vec<u32> {
+        let mut qpns: Vec<u32> = self.qp_owner.keys().copied().collect();
+        qpns.sort_unstable();
+        qpns
+    }
+
+    /// Transport counters summed over every QP the device ever had.
+    pub fn qp_totals(&self, endpoint: &Endpoint<DeviceMemory>) -> QpCounters {
+        let mut t = self.retired_qps;
+        for &qpn in self.qp_owner.keys() {
+            if let Some(q) = endpoint.qp(qpn) {
+                add_qp_counters(&mut t, q.counters());
+            }
+        }
+        t
+    }
+
+    /// One port event (element: port number 1) to every open context.
+    pub(super) fn port_event(&mut self, ty: u32, counters: &mut DaemonCounters) {
+        for s in self.sessions.values_mut() {
+            if !s.ready || s.admin {
+                continue;
+            }
+            if s.send_event(1, ty) {
+                counters.async_events += 1;
+            } else {
+                counters.async_events_dropped += 1;
+            }
+        }
+    }
+
+    /// IBV_EVENT_DEVICE_FATAL to every application (once), then the
+    /// async socket is shut down: the client (which says DEVICE_FATAL
+    /// itself for a daemon that died without it) finds it shut and does
+    /// not repeat it, and its reader sees EOF after the event.
+    pub(super) fn fatal_to_all(&mut self) {
+        for s in self.sessions.values_mut() {
+            if s.ready && !s.admin && s.async_sock.is_some() {
+                s.send_event(0, event::DEVICE_FATAL);
+                if let Some(sock) = s.async_sock.take() {
+                    sys::shutdown_write(sock.as_fd());
+                }
+            }
+        }
+    }
+}
+
+fn add_qp_counters(t: &mut QpCounters, c: &QpCounters) {
+    t.sent_pkts += c.sent_pkts;
+    t.rcvd_pkts += c.rcvd_pkts;
+    t.duplicate_request += c.duplicate_request;
+    t.out_of_seq_request += c.out_of_seq_request;
+    t.rcvd_rnr_err += c.rcvd_rnr_err;
+    t.send_rnr_err += c.send_rnr_err;
+    t.rcvd_seq_err += c.rcvd_seq_err;
+    t.retry_exceeded_err += c.retry_exceeded_err;
+    t.rnr_nak_retry_err += c.rnr_nak_retry_err;
+    t.completer_retry_err += c.completer_retry_err;
+    t.retransmitted_pkts += c.retransmitted_pkts;
+    t.local_ack_timeout_err += c.local_ack_timeout_err;
+    t.dropped_pkts += c.dropped_pkts;
+    t.qkey_violations += c.qkey_violations;
+}
+
+#[cfg(test)]
+impl Objects {
+    pub(super) fn set_allow_own_mem(&mut self, allow: bool) {
+        self.allow_own_mem = allow;
+    }
+}
