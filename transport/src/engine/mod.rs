@@ -36,7 +36,7 @@
 //! the local address of each datagram comes from IP_PKTINFO and each QP
 //! sends from the address its peer reached it at, or one pinned with
 //! [`Endpoint::set_qp_source`]). Bound to 0.0.0.0 with `also_v6`, a second
-//! socket on [::] serves IPv6 (packets to IPv6 destinations leave through
+//! socket on `[::]` serves IPv6 (packets to IPv6 destinations leave through
 //! it); `bind_device` ties both to one netdev, and
 //! [`Endpoint::set_local_addrs`] limits the local addresses accepted (a
 //! device serving its netdev's current addresses). The socket is
@@ -127,7 +127,7 @@ pub struct EngineConfig {
     /// through it (a wildcard bound to a device then does not conflict
     /// with wildcards bound to other devices).
     pub bind_device: Option<String>,
-    /// With `addr` 0.0.0.0: a second socket on [::]:`port` (IPv6 only)
+    /// With `addr` 0.0.0.0: a second socket on `[::]:port` (IPv6 only)
     /// serves the IPv6 addresses; packets to IPv6 destinations go out
     /// through it.
     pub also_v6: bool,
