@@ -1,4 +1,4 @@
-//! Every real packet in transport/tests/vectors decodes and its ICRC verifies;
+//! Every real packet in transport/tests/vectors/reference decodes and its ICRC verifies;
 //! flipping any covered bit breaks verification, flipping a masked field
 //! does not; unknown IPv4 IDs of kernel rxe captures are recovered.
 
@@ -10,7 +10,11 @@ use transport::wire::ip::{IpHeader, IpUdp, IPV4_DF};
 use transport::wire::{Opcode, Packet, WireError, ICRC_LEN};
 
 fn vectors_dir() -> PathBuf {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors")).to_path_buf()
+    Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/vectors/reference"
+    ))
+    .to_path_buf()
 }
 
 /// Link type and frames of a classic pcap file (either byte order).

@@ -15,7 +15,7 @@ use pcap_file::DataLink;
 fn vectors() -> PathBuf {
     Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../transport/tests/vectors"
+        "/../../transport/tests/vectors/reference"
     ))
     .to_path_buf()
 }
