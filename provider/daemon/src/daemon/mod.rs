@@ -34,8 +34,6 @@ pub mod sys;
 pub mod wqe;
 
 #[cfg(test)]
-mod test_spec;
-#[cfg(test)]
 mod tests;
 
 use std::io;

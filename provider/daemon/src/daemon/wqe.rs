@@ -210,7 +210,7 @@ pub fn send_slot_size(max_sge: u32, max_inline: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::test_spec::{RecvSpec, SendSpec};
+    use crate::daemon::tests::spec::{RecvSpec, SendSpec};
     use proptest::prelude::*;
     use transport::verbs::Sge;
 

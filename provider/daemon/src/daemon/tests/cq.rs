@@ -1,0 +1,151 @@
+//! CQ resize and overrun, and the armed completion channel.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+use super::spec::{RecvSpec, SendSpec};
+use crate::daemon::session::event;
+use crate::verbs::mask;
+use rxu_abi::proto::{QpAttr, QpType, Request, Response};
+use rxu_abi::ring::Ring;
+use rxu_testkit::seqpacket_pair;
+use transport::verbs::WrOpcode;
+
+use super::harness::*;
+
+#[test]
+fn cq_resize_keeps_unread_entries_and_overrun_raises_cq_err() {
+    let mut dev = device(8);
+    let c = hello(&mut dev);
+    let pd = alloc_pd(&mut dev, c.id);
+    let (cq, ring) = create_cq(&mut dev, c.id, 3);
+    let mut qp = create_qp(&mut dev, c.id, pd, cq, QpType::Rc);
+    // Three error completions (posts in RESET) fill the 4-slot ring
+    // short of one.
+    for i in 0..3 {
+        post_send(
+            &mut qp,
+            &SendSpec {
+                wr_id: i,
+                opcode: WrOpcode::SEND,
+                ..Default::default()
+            },
+        );
+    }
+    dev.consume();
+    assert_eq!(ring.len().unwrap(), 3);
+    assert_eq!(
+        errno(call(&mut dev, c.id, Request::ResizeCq { cq, cqe: 2 })),
+        libc::EINVAL,
+        "fewer entries than are unread"
+    );
+    let (resp, fds) = ok(call(&mut dev, c.id, Request::ResizeCq { cq, cqe: 100 }));
+    assert_eq!(resp, Response::Cq { cq, cqe: 127 });
+    let mut new = Ring::attach(&fds[0]).unwrap().into_consumer();
+    let ids: Vec<u64> = (0..3)
+        .filter_map(|_| pop_cqe(&mut new))
+        .map(|e| e.wr_id)
+        .collect();
+    assert_eq!(ids, vec![0, 1, 2]);
+    assert!(pop_cqe(&mut new).is_none());
+    // Overrun: a CQ of 1 entry (2 slots) and completions the engine
+    // produces all at once (flushes of posted receives).
+    let (cq1, _r1) = create_cq(&mut dev, c.id, 1);
+    let mut q1 = create_qp(&mut dev, c.id, pd, cq1, QpType::Rc);
+    connect_rc(&mut dev, c.id, q1.qpn, 0x55, addr(8));
+    let rq = q1.rq.as_mut().unwrap();
+    let mut slot = vec![0u8; rq.slot_size()];
+    for i in 0..6 {
+        RecvSpec {
+            wr_id: 100 + i,
+            sges: vec![],
+        }
+        .write(&mut slot);
+        assert!(rq.try_push(&slot).unwrap());
+    }
+    dev.consume();
+    let to_err = QpAttr {
+        qp_state: 6,
+        ..QpAttr::default()
+    };
+    ok(call(
+        &mut dev,
+        c.id,
+        Request::ModifyQp {
+            qp: q1.qpn,
+            mask: mask::STATE,
+            attr: to_err,
+        },
+    ));
+    dev.deliver();
+    assert!(events(&c).contains(&(0xc1, event::CQ_ERR)));
+    assert_eq!(dev.counters.cq_overruns, 1);
+}
+
+#[test]
+fn armed_cq_notifies_its_channel_once() {
+    let mut dev = device(9);
+    let c = hello(&mut dev);
+    let pd = alloc_pd(&mut dev, c.id);
+    let (ch_rd, ch_wr) = seqpacket_pair();
+    let r = dev.handle(
+        c.id,
+        Request::CreateCq {
+            cqe: 8,
+            comp_vector: 0,
+            user_handle: 0xabc,
+            channel: true,
+        },
+        vec![ch_wr],
+    );
+    let (cq, fds) = match ok(r) {
+        (Response::Cq { cq, .. }, fds) => (cq, fds),
+        r => panic!("{:?}", r.0),
+    };
+    let ring = Ring::attach(&fds[0]).unwrap().into_consumer();
+    let mut qp = create_qp(&mut dev, c.id, pd, cq, QpType::Rc);
+    let read_ch = || {
+        let mut b = [0u8; 8];
+        // SAFETY: b is a valid 8-byte buffer.
+        let n = unsafe {
+            libc::recv(
+                ch_rd.as_fd().as_raw_fd(),
+                b.as_mut_ptr().cast(),
+                8,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        (n == 8).then(|| u64::from_ne_bytes(b))
+    };
+    let post = |qp: &mut TestQp, id| {
+        post_send(
+            qp,
+            &SendSpec {
+                wr_id: id,
+                opcode: WrOpcode::SEND,
+                ..Default::default()
+            },
+        )
+    };
+    post(&mut qp, 1);
+    dev.consume();
+    assert_eq!(read_ch(), None, "not armed");
+    ring.set_flag(1);
+    post(&mut qp, 2);
+    post(&mut qp, 3);
+    dev.consume();
+    assert_eq!(read_ch(), Some(0xabc));
+    assert_eq!(read_ch(), None, "one record per arming");
+    // A channel fd that is not a socket is refused.
+    let file: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+    let r = dev.handle(
+        c.id,
+        Request::CreateCq {
+            cqe: 8,
+            comp_vector: 0,
+            user_handle: 1,
+            channel: true,
+        },
+        vec![file],
+    );
+    assert_eq!(errno(r), libc::EINVAL);
+}

@@ -1,0 +1,297 @@
+//! The tests' side of a device: a client connection with this process's
+//! memory as its grant, requests as values, rings attached in process,
+//! and the steps every test repeats (QPs to RTS, the pump, CQEs, events).
+
+use std::fs::OpenOptions;
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::time::{Duration, Instant};
+
+use transport::qp::access;
+
+use super::spec::SendSpec;
+use crate::daemon::device::Device;
+use crate::daemon::reply::Reply;
+use crate::daemon::setup::{self, Config};
+use crate::verbs::{self, mask};
+use rxu_abi::proto::abi::{Cqe, CQE_SIZE};
+use rxu_abi::proto::{AhAttr, QpAttr, QpCap, QpType, Request, Response, PROTO_VERSION};
+use rxu_abi::ring::{Consumer, Doorbell, Producer, Ring};
+use rxu_client::Wc;
+use rxu_testkit::seqpacket_pair;
+
+pub(super) const PORT: u16 = 24791;
+
+pub(super) fn addr(n: u8) -> IpAddr {
+    IpAddr::from([127, 0, 77, n])
+}
+
+pub(super) fn device(n: u8) -> Device {
+    let mut cfg = Config::new("rxut", addr(n));
+    cfg.port = PORT;
+    cfg.mtu = Some(65536);
+    let facts = setup::device_facts(&cfg).unwrap();
+    let mut dev = Device::new(facts, setup::engine_config(&cfg, "lo")).unwrap();
+    dev.objects.set_allow_own_mem(true);
+    dev
+}
+
+/// The test's side of one client connection.
+pub(super) struct Client {
+    pub(super) id: u32,
+    pub(super) async_rd: OwnedFd,
+    _bell: Doorbell,
+}
+
+pub(super) fn hello(dev: &mut Device) -> Client {
+    let id = dev.connect(std::process::id());
+    let mem: OwnedFd = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open("/proc/self/mem")
+        .unwrap()
+        .into();
+    let (async_rd, async_wr) = seqpacket_pair();
+    let bell = Doorbell::new().unwrap();
+    let bell_fd: OwnedFd = bell.try_clone().unwrap().into();
+    let r = dev.handle(
+        id,
+        Request::Hello {
+            version: PROTO_VERSION,
+            pid: std::process::id(),
+            admin: false,
+        },
+        vec![mem, async_wr, bell_fd],
+    );
+    assert!(matches!(r.resp, Response::Hello { .. }), "{:?}", r.resp);
+    Client {
+        id,
+        async_rd,
+        _bell: bell,
+    }
+}
+
+pub(super) fn call(dev: &mut Device, id: u32, req: Request) -> Reply {
+    dev.handle(id, req, Vec::new())
+}
+
+pub(super) fn ok(r: Reply) -> (Response, Vec<OwnedFd>) {
+    assert!(!matches!(r.resp, Response::Error { .. }), "{:?}", r.resp);
+    (r.resp, r.fds)
+}
+
+pub(super) fn errno(r: Reply) -> i32 {
+    match r.resp {
+        Response::Error { errno, .. } => errno,
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+pub(super) fn alloc_pd(dev: &mut Device, id: u32) -> u32 {
+    match ok(call(dev, id, Request::AllocPd)).0 {
+        Response::Pd { pd } => pd,
+        r => panic!("{r:?}"),
+    }
+}
+
+pub(super) fn create_cq(dev: &mut Device, id: u32, cqe: u32) -> (u32, Consumer) {
+    match ok(call(
+        dev,
+        id,
+        Request::CreateCq {
+            cqe,
+            comp_vector: 0,
+            user_handle: 0xc0 + u64::from(cqe),
+            channel: false,
+        },
+    )) {
+        (Response::Cq { cq, .. }, fds) => (cq, Ring::attach(&fds[0]).unwrap().into_consumer()),
+        r => panic!("{:?}", r.0),
+    }
+}
+
+pub(super) struct TestQp {
+    pub(super) qpn: u32,
+    pub(super) sq: Producer,
+    pub(super) rq: Option<Producer>,
+}
+
+pub(super) fn create_qp(dev: &mut Device, id: u32, pd: u32, cq: u32, qp_type: QpType) -> TestQp {
+    let req = Request::CreateQp {
+        pd,
+        qp_type,
+        send_cq: cq,
+        recv_cq: cq,
+        srq: None,
+        cap: QpCap {
+            max_send_wr: 16,
+            max_recv_wr: 16,
+            max_send_sge: 2,
+            max_recv_sge: 2,
+            max_inline_data: 64,
+        },
+        sq_sig_all: false,
+        user_handle: 0x9900,
+    };
+    match ok(call(dev, id, req)) {
+        (Response::Qp { qpn, .. }, fds) => TestQp {
+            qpn,
+            sq: Ring::attach(&fds[0]).unwrap().into_producer(),
+            rq: fds.get(1).map(|f| Ring::attach(f).unwrap().into_producer()),
+        },
+        r => panic!("{:?}", r.0),
+    }
+}
+
+pub(super) fn modify_qp(dev: &mut Device, id: u32, qpn: u32, mask: u32, attr: QpAttr) {
+    ok(call(
+        dev,
+        id,
+        Request::ModifyQp {
+            qp: qpn,
+            mask,
+            attr,
+        },
+    ));
+}
+
+/// RESET -> INIT -> RTR -> RTS, connected to `peer` on `to`.
+pub(super) fn connect_rc(dev: &mut Device, id: u32, qpn: u32, peer: u32, to: IpAddr) {
+    let init = QpAttr {
+        qp_state: 1,
+        port_num: 1,
+        qp_access_flags: access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ,
+        ..QpAttr::default()
+    };
+    let m = mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::ACCESS_FLAGS;
+    modify_qp(dev, id, qpn, m, init);
+    let rtr = QpAttr {
+        qp_state: 2,
+        path_mtu: 3,
+        dest_qp_num: peer,
+        rq_psn: 100,
+        max_dest_rd_atomic: 1,
+        min_rnr_timer: 1,
+        ah: AhAttr {
+            dgid: verbs::gid_of(to),
+            is_global: true,
+            hop_limit: 64,
+            port_num: 1,
+            ..AhAttr::default()
+        },
+        ..QpAttr::default()
+    };
+    let m = mask::STATE
+        | mask::AV
+        | mask::PATH_MTU
+        | mask::DEST_QPN
+        | mask::RQ_PSN
+        | mask::MAX_DEST_RD_ATOMIC
+        | mask::MIN_RNR_TIMER;
+    modify_qp(dev, id, qpn, m, rtr);
+    let rts = QpAttr {
+        qp_state: 3,
+        timeout: 10,
+        retry_cnt: 2,
+        rnr_retry: 7,
+        sq_psn: 100,
+        max_rd_atomic: 1,
+        ..QpAttr::default()
+    };
+    let m = mask::STATE
+        | mask::TIMEOUT
+        | mask::RETRY_CNT
+        | mask::RNR_RETRY
+        | mask::SQ_PSN
+        | mask::MAX_QP_RD_ATOMIC;
+    modify_qp(dev, id, qpn, m, rts);
+}
+
+/// Runs the data path until `done` or 5 s.
+pub(super) fn pump(dev: &mut Device, mut done: impl FnMut(&mut Device) -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(5);
+    for _ in 0..10_000_000 {
+        dev.pump().unwrap();
+        dev.deliver();
+        if done(dev) {
+            return true;
+        }
+        if Instant::now() > end {
+            break;
+        }
+    }
+    false
+}
+
+/// The next CQE, read through the view (as the client library reads it).
+pub(super) fn pop_cqe(cq: &mut Consumer) -> Option<Wc> {
+    let mut b = [0u8; CQE_SIZE];
+    cq.try_pop(&mut b)
+        .unwrap()
+        .then(|| Wc::from_cqe(&Cqe::new_unchecked(&b)))
+}
+
+/// Async event records waiting on the client's socket.
+pub(super) fn events(c: &Client) -> Vec<(u64, u32)> {
+    let mut v = Vec::new();
+    for _ in 0..64 {
+        let mut b = [0u8; 16];
+        // SAFETY: b is a valid 16-byte buffer.
+        let n = unsafe {
+            libc::recv(
+                c.async_rd.as_raw_fd(),
+                b.as_mut_ptr().cast(),
+                16,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n != 16 {
+            break;
+        }
+        let el = u64::from_ne_bytes(b[..8].try_into().unwrap());
+        let t = u32::from_ne_bytes(b[8..12].try_into().unwrap());
+        v.push((el, t));
+    }
+    v
+}
+
+pub(super) fn post_send(qp: &mut TestQp, s: &SendSpec) {
+    let mut b = vec![0u8; qp.sq.slot_size()];
+    s.write(&mut b);
+    assert!(qp.sq.try_push(&b).unwrap());
+}
+
+/// RESET -> INIT -> RTR -> RTS for a UD QP with Q_Key 0x11111111.
+pub(super) fn ud_to_rts(dev: &mut Device, id: u32, qpn: u32) {
+    let steps = [
+        (
+            QpAttr {
+                qp_state: 1,
+                port_num: 1,
+                qkey: 0x1111_1111,
+                ..QpAttr::default()
+            },
+            mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::QKEY,
+        ),
+        (
+            QpAttr {
+                qp_state: 2,
+                ..QpAttr::default()
+            },
+            mask::STATE,
+        ),
+        (
+            QpAttr {
+                qp_state: 3,
+                sq_psn: 7,
+                ..QpAttr::default()
+            },
+            mask::STATE | mask::SQ_PSN,
+        ),
+    ];
+    for (attr, m) in steps {
+        modify_qp(dev, id, qpn, m, attr);
+    }
+}
