@@ -22,7 +22,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
-use super::{EngineCounters, EngineError, QpSpec};
+use super::config::{EngineCounters, EngineError, QpSpec};
 use crate::qp::{
     Completion, CqSide, Env, Memory, Qp, QpAttr, QpConfig, QpEvent, QpTuning, RecvSource, RecvWqe,
     RxMeta, SendWqe, Transmit,

@@ -15,36 +15,11 @@ use std::net::IpAddr;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
+use super::config::EngineError;
+pub use super::config::FaultConfig;
 use super::endpoint::{RecvMeta, TransmitSink};
 use super::udp::{TxBatch, UdpDriver, TX_SLOT};
-use super::EngineError;
 use crate::qp::Transmit;
-
-/// Rates are probabilities per packet in `[0, 1]`.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct FaultConfig {
-    pub seed: u64,
-    pub drop: f64,
-    pub duplicate: f64,
-    pub reorder: f64,
-    pub corrupt: f64,
-}
-
-impl FaultConfig {
-    /// No faults, seed 0.
-    pub const NONE: FaultConfig = FaultConfig {
-        seed: 0,
-        drop: 0.0,
-        duplicate: 0.0,
-        reorder: 0.0,
-        corrupt: 0.0,
-    };
-
-    /// True when no fault can happen.
-    pub fn is_none(&self) -> bool {
-        self.drop <= 0.0 && self.duplicate <= 0.0 && self.reorder <= 0.0 && self.corrupt <= 0.0
-    }
-}
 
 /// What the injector did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -10,11 +10,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
+use super::config::{EngineConfig, EngineCounters, EngineError, QpSpec};
 use super::endpoint::{Endpoint, RecvMeta};
 use super::fault::{FaultCounters, Faulty};
 use super::spin::Spin;
 use super::udp::UdpDriver;
-use super::{EngineConfig, EngineCounters, EngineError, QpSpec};
 use crate::qp::{Completion, Memory, Qp, QpAttr, QpEvent, QpTuning, RecvWqe, SendWqe};
 
 /// Most extra file descriptors [`Engine::set_wake_fds`] takes.

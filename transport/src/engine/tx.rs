@@ -2,8 +2,8 @@
 //! and source addresses (with the route cache of a wildcard-bound
 //! socket), GSO grouping, and the ICRC over the IP facts chosen here.
 
+use super::config::EngineCounters;
 use super::sys::{self, SendBufs};
-use super::EngineCounters;
 use crate::qp::Transmit;
 use crate::wire::icrc::{self, IcrcIp};
 use crate::wire::ip::IPV4_DF;

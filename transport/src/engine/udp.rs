@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use super::config::{EngineConfig, EngineCounters, EngineError, GRO_BATCH};
 use super::endpoint::{RecvMeta, TransmitSink};
 use super::sys;
 use super::tx::Out;
-use super::{EngineConfig, EngineCounters, EngineError, GRO_BATCH};
 use crate::qp::Transmit;
 use crate::wire::MAX_PACKET;
 

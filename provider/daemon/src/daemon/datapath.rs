@@ -18,10 +18,11 @@ use crate::mem::DeviceMemory;
 use rxu_abi::proto::abi::{Cqe, CqeBytes, CQE_SIZE};
 use rxu_abi::ring::{Consumer, RingError};
 
+use super::completion::{push_own, SessionCqs};
 use super::counters::DaemonCounters;
-use super::cq::{push_own, DeviceCqs, SessionCqs};
 use super::device::Device;
 use super::log::{debug, warning};
+use super::objects::DeviceCqs;
 use super::session::{event, Cq, Qp, Session, Srq};
 use super::wqe::{self, BadWqe, SqLimits};
 

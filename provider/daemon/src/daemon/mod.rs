@@ -14,6 +14,7 @@
 //! follows its netdev).
 
 pub mod admin;
+pub mod completion;
 pub mod counters;
 pub mod cq;
 pub mod datapath;

@@ -13,11 +13,13 @@ use transport::qp::QpCounters;
 use crate::mem::DeviceMemory;
 use rxu_abi::proto::DeviceAttr;
 
+use super::completion::post_completion;
 use super::counters::DaemonCounters;
-use super::cq::DeviceCqs;
 use super::reply::Refused;
 use super::session::{event, Cq, Qp, Session};
 use super::sys;
+use transport::engine::CqSink;
+use transport::qp::Completion;
 
 pub struct Objects {
     /// What `ibv_query_device` reports; its `max_*` are the limits every
@@ -299,6 +301,28 @@ fn add_qp_counters(t: &mut QpCounters, c: &QpCounters) {
     t.local_ack_timeout_err += c.local_ack_timeout_err;
     t.dropped_pkts += c.dropped_pkts;
     t.qkey_violations += c.qkey_violations;
+}
+
+/// Every client's CQs as the endpoint's completion sink (the data path
+/// and control requests). A completion for a CQ that is gone (with its
+/// client) goes nowhere.
+pub struct DeviceCqs<'a> {
+    objects: &'a mut Objects,
+    counters: &'a mut DaemonCounters,
+}
+
+impl<'a> DeviceCqs<'a> {
+    pub fn new(objects: &'a mut Objects, counters: &'a mut DaemonCounters) -> DeviceCqs<'a> {
+        DeviceCqs { objects, counters }
+    }
+}
+
+impl CqSink for DeviceCqs<'_> {
+    fn post(&mut self, cq: u32, c: Completion) {
+        if let Some(cq) = self.objects.cq_mut(cq) {
+            post_completion(cq, &c, self.counters);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use rxu_abi::proto::{abi, QpAttr, QpCap, QpType, Response};
 use rxu_abi::ring::Ring;
 
 use super::counters::DaemonCounters;
-use super::cq::DeviceCqs;
+use super::objects::DeviceCqs;
 use super::objects::Objects;
 use super::port::Port;
 use super::reply::{refuse, Handled, Refused, Reply};

@@ -1,0 +1,175 @@
+//! A CQ's one queue: its ring and the backlog behind it. The endpoint
+//! posts each completion there in the call that produced it (a
+//! [`transport::engine::CqSink`], as rxe's `rxe_cq_post()`); the daemon's
+//! own error entries ([`push_own`]) join the same FIFO, so they are in order
+//! by construction. A delivery pass per turn ([`deliver_cq`]) moves the
+//! backlog on, notifies an armed channel once and detects overruns.
+//! Requests that create, resize and destroy CQs are in `cq.rs`.
+
+use std::collections::BTreeMap;
+use std::os::fd::AsFd;
+
+use transport::engine::CqSink;
+use transport::qp::{wc_flags, Completion};
+
+use crate::verbs;
+use rxu_abi::proto::abi::{Cqe, CqeBytes, CQE_SIZE};
+
+use super::counters::DaemonCounters;
+use super::session::Cq;
+use super::sys;
+
+/// Arm values the client stores in a CQ ring's consumer-flag word.
+const ARM_NEXT: u32 = 1;
+const ARM_SOLICITED: u32 = 2;
+
+/// The CQ entry of a transport completion (pkey index, LID, SL and path
+/// bits are 0 on RoCE).
+pub fn cqe_of(c: &Completion) -> CqeBytes {
+    let mut e = Cqe::new_unchecked([0u8; CQE_SIZE]);
+    e.set_wr_id(c.wr_id);
+    e.set_status(c.status as u32);
+    e.set_opcode(c.opcode as u32);
+    e.set_vendor_err(c.vendor_err);
+    e.set_byte_len(c.byte_len);
+    e.set_imm_data(if c.wc_flags & wc_flags::WITH_INV != 0 {
+        c.invalidated_rkey
+    } else {
+        c.imm
+    });
+    e.set_qp_num(c.qp_num);
+    e.set_src_qp(c.src_qp);
+    e.set_wc_flags(c.wc_flags);
+    e.set_src_gid(&c.src_addr.map_or([0; 16], verbs::gid_of));
+    e.into_inner()
+}
+
+/// Slots for a CQ of `cqe` entries and the capacity reported back (the
+/// ring holds `slots` entries; one is kept spare as mlx5 does).
+pub fn cq_geometry(cqe: u32) -> (u32, u32) {
+    let slots = cqe.saturating_add(1).next_power_of_two();
+    (slots, slots - 1)
+}
+
+fn push(cq: &mut Cq, e: &CqeBytes) -> bool {
+    // A ring the client corrupted counts as full: the entry waits.
+    matches!(cq.ring.try_push(e), Ok(true))
+}
+
+/// Whether a new entry may wake a CQ armed for solicited completions.
+/// The transport does not report the SE bit, so every receive completion
+/// and every error counts: a spurious wake-up is harmless, a lost one
+/// hangs the application.
+fn may_be_solicited(e: &CqeBytes) -> bool {
+    let e = Cqe::new_unchecked(e);
+    e.opcode() >= 128 || e.status() != 0
+}
+
+/// Result of one delivery pass over a CQ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Delivered {
+    pub moved: usize,
+    /// Raise IBV_EVENT_CQ_ERR for this CQ.
+    pub overrun: bool,
+}
+
+/// Largest backlog kept; beyond it completions are dropped (the client
+/// neither polls nor sized its CQ for its traffic).
+fn backlog_cap(cq: &Cq) -> usize {
+    (cq.cqe as usize).saturating_mul(2).max(1024)
+}
+
+/// Appends a completion the endpoint produced: to the ring, or behind the
+/// backlog (dropped beyond its cap). The channel hears of it in the next
+/// delivery pass.
+pub(super) fn post_completion(cq: &mut Cq, c: &Completion, counters: &mut DaemonCounters) {
+    let e = cqe_of(c);
+    if cq.backlog.is_empty() && push(cq, &e) {
+        cq.wake |= may_be_solicited(&e);
+    } else if cq.backlog.len() < backlog_cap(cq) {
+        cq.backlog.push_back(e);
+    } else {
+        counters.cqes_dropped += 1;
+        return;
+    }
+    cq.posted += 1;
+    counters.cqes_delivered += 1;
+}
+
+/// One client's CQs as the endpoint's completion sink while its rings
+/// are read (a QP completes only on its own client's CQs; the few
+/// completions of that path, flushes and errors, find theirs by id).
+pub struct SessionCqs<'a> {
+    pub cqs: &'a mut BTreeMap<u32, Cq>,
+    pub counters: &'a mut DaemonCounters,
+}
+
+impl CqSink for SessionCqs<'_> {
+    fn post(&mut self, cq: u32, c: Completion) {
+        if let Some(cq) = self.cqs.values_mut().find(|q| q.id == cq) {
+            post_completion(cq, &c, self.counters);
+        }
+    }
+}
+
+/// One delivery pass over `cq`: moves the backlog into the ring, notifies
+/// the channel if armed and anything arrived since the last pass, and
+/// flags an overrun.
+pub fn deliver_cq(cq: &mut Cq, counters: &mut DaemonCounters) -> Delivered {
+    let mut d = Delivered {
+        moved: std::mem::take(&mut cq.posted),
+        overrun: false,
+    };
+    let mut wake = std::mem::take(&mut cq.wake);
+    // Bounded by the backlog's length.
+    while let Some(&e) = cq.backlog.front() {
+        if !push(cq, &e) {
+            break;
+        }
+        wake |= may_be_solicited(&e);
+        cq.backlog.pop_front();
+        d.moved += 1;
+        counters.cqes_delivered += 1;
+    }
+    if cq.backlog.len() > cq.cqe as usize {
+        if !cq.overrun {
+            cq.overrun = true;
+            d.overrun = true;
+            counters.cq_overruns += 1;
+        }
+    } else if cq.backlog.is_empty() {
+        cq.overrun = false;
+    }
+    if d.moved > 0 {
+        notify(cq, wake, counters);
+    }
+    d
+}
+
+/// Appends one entry the daemon made itself (a bad WQE's error), after
+/// whatever the backlog holds.
+pub fn push_own(cq: &mut Cq, e: CqeBytes, counters: &mut DaemonCounters) {
+    if cq.backlog.is_empty() && push(cq, &e) {
+        counters.cqes_delivered += 1;
+        notify(cq, true, counters);
+    } else if cq.backlog.len() < backlog_cap(cq) {
+        cq.backlog.push_back(e);
+    } else {
+        counters.cqes_dropped += 1;
+    }
+}
+
+/// If the CQ is armed (and, for solicited-only arming, an entry may be
+/// solicited), disarm it and write one record to its channel.
+fn notify(cq: &mut Cq, maybe_solicited: bool, counters: &mut DaemonCounters) {
+    let Some(ch) = &cq.channel else {
+        return;
+    };
+    // Read after publishing: pairs with the client's fence after arming.
+    let f = cq.ring.flag();
+    let fire = f == ARM_NEXT || (f == ARM_SOLICITED && maybe_solicited);
+    if fire && cq.ring.clear_flag(f) {
+        sys::send_record(ch.as_fd(), &cq.user_handle.to_ne_bytes());
+        counters.channel_events += 1;
+    }
+}
