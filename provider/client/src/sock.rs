@@ -6,44 +6,12 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
-pub use rxu_abi::proto::fdpass::{connect_seqpacket, seqpacket_pair};
+pub use rxu_abi::proto::fdpass::{connect_seqpacket, seqpacket_pair, wait_readable};
 
 /// shutdown(SHUT_WR): readers of the peer end get EOF once drained.
 pub fn shutdown_write(fd: std::os::fd::RawFd) {
     // SAFETY: shutdown on an fd we own; errors (ENOTCONN) are harmless.
     unsafe { libc::shutdown(fd, libc::SHUT_WR) };
-}
-
-/// Waits until `fd` is readable or `timeout` passes (None: forever).
-/// Returns whether it is readable (or hung up: the read will say so).
-pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result<bool> {
-    let deadline = timeout.map(|t| Instant::now() + t);
-    loop {
-        let ms = match deadline {
-            None => -1,
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32
-            }
-        };
-        let mut pfd = libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd on our stack, count 1.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n > 0 {
-            return Ok(true);
-        }
-        if n == 0 {
-            return Ok(false);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
 }
 
 /// Outcome of reading one record.

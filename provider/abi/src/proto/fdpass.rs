@@ -1,12 +1,14 @@
 //! The control socket's plumbing, used by both ends: connecting a
 //! `SOCK_SEQPACKET` socket, socket pairs (event channels), and sending and
-//! receiving one message with file descriptors (SCM_RIGHTS).
+//! receiving one message with file descriptors (SCM_RIGHTS), and waiting
+//! for an fd to become readable.
 
 use super::{MAX_FDS, MAX_MSG};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// A connected `SOCK_SEQPACKET` socket to the Unix socket at `path`.
 pub fn connect_seqpacket(path: &Path) -> io::Result<OwnedFd> {
@@ -191,6 +193,38 @@ pub fn recv_msg(
         ));
     }
     Ok((n, fds))
+}
+
+/// Waits until `fd` is readable or `timeout` passes (None: forever).
+/// Returns whether it is readable (or hung up: the read will say so).
+pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result<bool> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        let ms = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32
+            }
+        };
+        let mut pfd = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd on our stack, count 1.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n > 0 {
+            return Ok(true);
+        }
+        if n == 0 {
+            return Ok(false);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
 }
 
 #[cfg(test)]

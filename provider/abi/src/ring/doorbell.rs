@@ -6,7 +6,7 @@
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct Doorbell {
     file: File,
@@ -74,34 +74,7 @@ impl Doorbell {
     /// Blocks until rung or `timeout` (None: forever) passes, without
     /// draining. Returns whether it was rung.
     pub fn wait(&self, timeout: Option<Duration>) -> io::Result<bool> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        loop {
-            let ms = match deadline {
-                None => -1,
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    // Round up so a sub-millisecond timeout still sleeps.
-                    left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32
-                }
-            };
-            let mut pfd = libc::pollfd {
-                fd: self.file.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd on our stack, count 1.
-            let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-            if n > 0 {
-                return Ok(true);
-            }
-            if n == 0 {
-                return Ok(false);
-            }
-            let err = io::Error::last_os_error();
-            if err.kind() != io::ErrorKind::Interrupted {
-                return Err(err);
-            }
-        }
+        crate::proto::fdpass::wait_readable(self.file.as_fd(), timeout)
     }
 
     pub fn try_clone(&self) -> io::Result<Self> {
