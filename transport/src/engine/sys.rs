@@ -231,7 +231,8 @@ fn to_sockaddr(addr: &SocketAddr, out: &mut libc::sockaddr_storage) -> libc::soc
                 },
                 sin6_scope_id: a.scope_id(),
             };
-            // SAFETY: as above, for sockaddr_in6.
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6;
+            // we write one whole sockaddr_in6 at its start.
             unsafe { std::ptr::write((out as *mut libc::sockaddr_storage).cast(), sin6) };
             size_of::<libc::sockaddr_in6>() as libc::socklen_t
         }
@@ -253,7 +254,8 @@ fn from_sockaddr(s: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<Soc
             )))
         }
         libc::AF_INET6 if len >= size_of::<libc::sockaddr_in6>() => {
-            // SAFETY: as above, for sockaddr_in6.
+            // SAFETY: the family and length say the storage holds a whole
+            // sockaddr_in6; read_unaligned makes no alignment assumption.
             let sin6: libc::sockaddr_in6 =
                 unsafe { std::ptr::read_unaligned((s as *const libc::sockaddr_storage).cast()) };
             Some(SocketAddr::V6(SocketAddrV6::new(
@@ -305,7 +307,7 @@ impl RecvBufs {
         let n = self.capacity();
         // SAFETY: mmsghdr and iovec are plain C structs; zero is valid.
         let mut hdrs: [libc::mmsghdr; MAX_BATCH] = unsafe { zeroed() };
-        // SAFETY: as above.
+        // SAFETY: iovec is a plain C struct; all-zero (null, 0) is valid.
         let mut iovs: [libc::iovec; MAX_BATCH] = unsafe { zeroed() };
         let base = self.data.as_mut_ptr();
         for i in 0..n {
@@ -417,7 +419,8 @@ fn parse_cmsgs(h: &libc::msghdr, info: &mut RecvInfo) {
             }
             _ => {}
         }
-        // SAFETY: `h` and `c` are as above.
+        // SAFETY: `h` is the msghdr the kernel filled and `c` a header inside
+        // its control buffer (from CMSG_FIRSTHDR / CMSG_NXTHDR), as the macro needs.
         c = unsafe { libc::CMSG_NXTHDR(h, c) };
     }
 }
@@ -551,9 +554,9 @@ impl SendBufs {
         }
         // SAFETY: plain C structs; zero is valid.
         let mut hdrs: [libc::mmsghdr; MAX_BATCH] = unsafe { zeroed() };
-        // SAFETY: as above.
+        // SAFETY: iovec is a plain C struct; all-zero (null, 0) is valid.
         let mut iovs: [libc::iovec; MAX_SLOTS] = unsafe { zeroed() };
-        // SAFETY: as above.
+        // SAFETY: sockaddr_storage is a plain C struct; all-zero is valid.
         let mut names: [libc::sockaddr_storage; MAX_BATCH] = unsafe { zeroed() };
         let base = self.data.as_mut_ptr();
         for k in 0..n {
