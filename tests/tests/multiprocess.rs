@@ -473,24 +473,41 @@ impl Capture {
         Some(Capture { proc, file })
     }
 
-    /// Stops the capture; returns `rxu decode`'s lines, having checked
-    /// every ICRC. Frames lo captured as UDP GSO batches (several RoCE
-    /// packets in one IP datagram) are split by decode into their packets,
-    /// so nothing may be malformed.
-    fn stop(mut self) -> Vec<String> {
-        std::thread::sleep(Duration::from_millis(100));
-        self.proc.signal("INT");
-        self.proc.wait(Duration::from_secs(5));
+    /// `rxu decode`'s lines for what the capture holds so far.
+    fn decode(&self) -> Vec<String> {
         let out = std::process::Command::new(bins::rxu())
             .arg("decode")
             .arg(&self.file)
             .output()
             .expect("run rxu decode");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Stops the capture once `caught_up` holds for what it has written
+    /// (or after 5 s: on a loaded machine tcpdump may be off the CPU when
+    /// the last packets pass); returns `rxu decode`'s lines, having checked
+    /// every ICRC. Frames lo captured as UDP GSO batches (several RoCE
+    /// packets in one IP datagram) are split by decode into their packets,
+    /// so nothing may be malformed.
+    fn stop_when(mut self, caught_up: impl Fn(&[String]) -> bool) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !caught_up(&self.decode()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        self.proc.signal("INT");
+        self.proc.wait(Duration::from_secs(5));
+        let lines = self.decode();
         let _ = std::fs::remove_file(&self.file);
-        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
         let summary = lines.last().cloned().unwrap_or_default();
-        assert!(summary.contains(" 0 bad ICRC, 0 malformed"), "{text}");
+        assert!(
+            summary.contains(" 0 bad ICRC, 0 malformed"),
+            "{}",
+            lines.join("\n")
+        );
         lines
     }
 }
@@ -535,7 +552,8 @@ fn remote_access_violations_refused() {
         "{out}"
     );
     let Some(cap) = cap else { return };
-    let lines = cap.stop();
+    let nak_count = |lines: &[String]| lines.iter().filter(|l| l.contains("aeth(nak ")).count();
+    let lines = cap.stop_when(|lines| nak_count(lines) >= cases.len());
     let naks: Vec<&String> = lines.iter().filter(|l| l.contains("aeth(nak ")).collect();
     for (name, qpn) in &cases {
         let want = format!("qpn={qpn:#08x}");
