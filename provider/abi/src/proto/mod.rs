@@ -21,6 +21,7 @@
 //! `struct ibv_qp *` addresses, as the kernel's uverbs does).
 
 pub mod abi;
+pub mod cm;
 pub mod fdpass;
 
 use serde::{Deserialize, Serialize};
@@ -186,6 +187,14 @@ pub enum Request {
     Shutdown {
         force: bool,
     },
+    /// First message of an rdma_cm client (the ucma emulator): no fds; it
+    /// may then send only `Cm` requests and queries.
+    CmHello {
+        version: u32,
+        pid: u32,
+    },
+    /// rdma_cm requests ([`cm`]).
+    Cm(cm::CmRequest),
 }
 
 /// Device attributes (the fields of `struct ibv_device_attr` rxu reports).
@@ -329,6 +338,8 @@ pub enum Response {
         device: Vec<Counter>,
         qps: Vec<(u32, Vec<Counter>)>,
     },
+    /// To a `Cm` request.
+    Cm(cm::CmResponse),
 }
 
 /// Encoding failures.

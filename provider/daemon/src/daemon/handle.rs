@@ -103,7 +103,10 @@ impl Device {
         let (o, e, port) = (&mut self.objects, &mut self.endpoint, &self.port);
         let counters = &mut self.counters;
         match req {
-            Request::Hello { .. } => refuse(libc::EINVAL, "Hello was already accepted"),
+            Request::Hello { .. } | Request::CmHello { .. } => {
+                refuse(libc::EINVAL, "Hello was already accepted")
+            }
+            Request::Cm(_) => refuse(libc::ENOSYS, "rdma_cm is not served yet"),
             Request::QueryDevice => Ok(Reply::ok(Response::Device(o.attr().clone()))),
             Request::QueryPort { port: n } => {
                 if n != 1 {
