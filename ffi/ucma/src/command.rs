@@ -281,7 +281,11 @@ pub fn decode(bytes: &[u8], len: usize) -> Result<Command, Errno> {
             Command::Connect {
                 param: conn_param(b),
                 id: u32_at(b, 272),
-                ece: if ece_ok { ece_at(b, 280) } else { Ece::default() },
+                ece: if ece_ok {
+                    ece_at(b, 280)
+                } else {
+                    Ece::default()
+                },
             }
         }
         cmd::LISTEN => {
@@ -301,7 +305,11 @@ pub fn decode(bytes: &[u8], len: usize) -> Result<Command, Errno> {
                 uid: u64_at(b, 0),
                 param: conn_param_valid(p).then(|| conn_param(p)),
                 id: u32_at(b, 280),
-                ece: if ece_ok { ece_at(b, 288) } else { Ece::default() },
+                ece: if ece_ok {
+                    ece_at(b, 288)
+                } else {
+                    Ece::default()
+                },
             }
         }
         cmd::REJECT => {

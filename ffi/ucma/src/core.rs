@@ -110,7 +110,12 @@ impl Ucma {
     }
 
     /// A `Bind` of id `h` on device `dev`; records the binding.
-    fn bind_on(&mut self, h: u32, dev: usize, addr: SocketAddr) -> Result<(SocketAddr, RouteInfo), Errno> {
+    fn bind_on(
+        &mut self,
+        h: u32,
+        dev: usize,
+        addr: SocketAddr,
+    ) -> Result<(SocketAddr, RouteInfo), Errno> {
         let id = self.table.ids.get(&h).ok_or(libc::ENOENT)?;
         let fd = id.channel;
         let (ps, qp_type, opts) = (id.ps, id.qp_type, id.options);
@@ -126,7 +131,11 @@ impl Ucma {
             tos: opts.tos,
         };
         match self.daemons.call(dev, req, &[])? {
-            CmResponse::Bound { id: did, addr, route } => {
+            CmResponse::Bound {
+                id: did,
+                addr,
+                route,
+            } => {
                 self.table.bind(h, dev, did);
                 if let Some(t) = opts.ack_timeout {
                     let o = CmRequest::SetOption {
@@ -227,13 +236,32 @@ impl Ucma {
             }
             Command::Connect { param, id, ece } => {
                 let (dev, did) = self.device_of(fd, id)?;
-                self.ok(dev, CmRequest::Connect { id: did, param, ece })
+                self.ok(
+                    dev,
+                    CmRequest::Connect {
+                        id: did,
+                        param,
+                        ece,
+                    },
+                )
             }
             Command::Listen { id, backlog } => self.listen(fd, id, backlog),
-            Command::Accept { uid, param, id, ece } => {
+            Command::Accept {
+                uid,
+                param,
+                id,
+                ece,
+            } => {
                 let (dev, did) = self.device_of(fd, id)?;
                 let valid = param.is_some();
-                self.ok(dev, CmRequest::Accept { id: did, param, ece })?;
+                self.ok(
+                    dev,
+                    CmRequest::Accept {
+                        id: did,
+                        param,
+                        ece,
+                    },
+                )?;
                 if valid {
                     if let Some(i) = self.table.ids.get_mut(&id) {
                         i.uid = uid;
@@ -310,7 +338,9 @@ impl Ucma {
                 });
                 mem::write(response, &m.to_ne_bytes()).inspect_err(|_| {
                     self.table.mcs.remove(&m);
-                    let _ = self.daemons.call(dev, CmRequest::LeaveMcast { id: did, addr }, &[]);
+                    let _ = self
+                        .daemons
+                        .call(dev, CmRequest::LeaveMcast { id: did, addr }, &[]);
                 })
             }
             Command::LeaveMcast { response, id } => {
@@ -318,11 +348,17 @@ impl Ucma {
                 let (owner, addr, n) = (m.id, m.addr, m.events_reported);
                 self.table.mcs.remove(&id);
                 if let Some((dev, did)) = self.table.ids.get(&owner).and_then(Id::device) {
-                    let _ = self.daemons.call(dev, CmRequest::LeaveMcast { id: did, addr }, &[]);
+                    let _ = self
+                        .daemons
+                        .call(dev, CmRequest::LeaveMcast { id: did, addr }, &[]);
                 }
                 mem::write(response, &n.to_ne_bytes())
             }
-            Command::MigrateId { response, id, fd: cur } => self.migrate(fd, cur, id, response),
+            Command::MigrateId {
+                response,
+                id,
+                fd: cur,
+            } => self.migrate(fd, cur, id, response),
         }
     }
 
@@ -353,7 +389,10 @@ impl Ucma {
         }
         if i.device().is_none() {
             // The source: the one given, else the kernel's route to dst.
-            let port = src.map(|s| s.port()).or(i.src.map(|s| s.port())).unwrap_or(0);
+            let port = src
+                .map(|s| s.port())
+                .or(i.src.map(|s| s.port()))
+                .unwrap_or(0);
             let ip = match src.filter(|s| !s.ip().is_unspecified()) {
                 Some(s) => Some(s.ip()),
                 None => match route_source(dst) {
@@ -377,7 +416,10 @@ impl Ucma {
             }
         }
         let (dev, did) = self.device_of(fd, id)?;
-        match self.daemons.call(dev, CmRequest::Resolve { id: did, dst }, &[]) {
+        match self
+            .daemons
+            .call(dev, CmRequest::Resolve { id: did, dst }, &[])
+        {
             Ok(CmResponse::Route(route)) => {
                 if let Some(i) = self.table.ids.get_mut(&id) {
                     i.dst = Some(dst);
@@ -402,7 +444,9 @@ impl Ucma {
         } else {
             // A wildcard (or unbound) id listens on every device, with one
             // port: the first device's choice when it was 0.
-            let mut addr = i.src.unwrap_or(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
+            let mut addr = i
+                .src
+                .unwrap_or(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
             let n = self.daemons.refresh();
             let mut any = false;
             for dev in 0..n {
@@ -412,7 +456,12 @@ impl Ucma {
                     Err(e) => return Err(self.unwind_listen(id, e)),
                 };
                 addr.set_port(bound.port());
-                let did = self.table.ids.get(&id).and_then(|i| i.bindings.last()).map(|b| b.1);
+                let did = self
+                    .table
+                    .ids
+                    .get(&id)
+                    .and_then(|i| i.bindings.last())
+                    .map(|b| b.1);
                 let req = CmRequest::Listen {
                     id: did.unwrap_or(0),
                     backlog,
@@ -466,7 +515,8 @@ impl Ucma {
             // RDMA_OPTION_IB_PATH (routes from ACM) is not supported.
             return Err(libc::ENOSYS);
         }
-        let int = || (optlen == 4).then(|| i32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) != 0);
+        let int =
+            || (optlen == 4).then(|| i32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) != 0);
         let byte = || (optlen == 1).then_some(buf[0]);
         let option = match name {
             abi::OPTION_ID_TOS => CmOption::Tos(byte().ok_or(libc::EINVAL)?),
@@ -503,7 +553,13 @@ impl Ucma {
         let num = self.table.channels.get(&new).map_or(0, |c| c.num);
         for &(dev, did) in &bindings {
             self.attach(new, dev)?;
-            self.ok(dev, CmRequest::Migrate { id: did, channel: num })?;
+            self.ok(
+                dev,
+                CmRequest::Migrate {
+                    id: did,
+                    channel: num,
+                },
+            )?;
         }
         if let Some(i) = self.table.ids.get_mut(&id) {
             i.channel = new;
@@ -516,7 +572,8 @@ impl Ucma {
     /// (others are requeued on `cur` in order), as the kernel moves the
     /// id's events between files.
     fn move_records(&self, cur: RawFd, new: RawFd, h: u32, bindings: &[(usize, u32)]) {
-        let (Some(c), Some(n)) = (self.table.channels.get(&cur), self.table.channels.get(&new)) else {
+        let (Some(c), Some(n)) = (self.table.channels.get(&cur), self.table.channels.get(&new))
+        else {
             return;
         };
         let mut queued = Vec::new();
@@ -527,7 +584,9 @@ impl Ucma {
         for rec in queued {
             let ours = proto::decode::<CmEventRecord>(&rec).is_ok_and(|r| {
                 (r.tag == LOCAL_TAG && r.id == h)
-                    || bindings.iter().any(|&(dev, did)| r.tag == dev as u32 && r.id == did)
+                    || bindings
+                        .iter()
+                        .any(|&(dev, did)| r.tag == dev as u32 && r.id == did)
             });
             let to = if ours { &n.b } else { &c.b };
             let _ = record::send_raw(to.as_fd(), &rec);
@@ -541,7 +600,11 @@ impl Ucma {
     pub fn translate(&mut self, fd: RawFd, rec: &[u8]) -> Option<[u8; abi::EVENT_RESP_LEN]> {
         let r: CmEventRecord = proto::decode(rec).ok()?;
         if r.tag == LOCAL_TAG {
-            let id = self.table.ids.get_mut(&r.id).filter(|i| i.channel == fd && i.uid != 0)?;
+            let id = self
+                .table
+                .ids
+                .get_mut(&r.id)
+                .filter(|i| i.channel == fd && i.uid != 0)?;
             id.events_reported += 1;
             return Some(record::event_resp(&EventResp {
                 uid: id.uid,
@@ -557,7 +620,9 @@ impl Ucma {
         let h = self.table.by_daemon.get(&(dev, r.id)).copied();
         if r.event == ev::CONNECT_REQUEST {
             let Some(lh) = h else {
-                let _ = self.daemons.call(dev, CmRequest::Destroy { id: r.new_id }, &[]);
+                let _ = self
+                    .daemons
+                    .call(dev, CmRequest::Destroy { id: r.new_id }, &[]);
                 return None;
             };
             let l = self.table.ids.get(&lh)?;
@@ -586,7 +651,11 @@ impl Ucma {
         let ud = id.qp_type == QpType::Ud;
         if r.event == ev::MULTICAST_JOIN || r.event == ev::MULTICAST_ERROR {
             let addr = r.mcast?;
-            let (&mh, m) = self.table.mcs.iter_mut().find(|(_, m)| m.id == h && m.addr == addr)?;
+            let (&mh, m) = self
+                .table
+                .mcs
+                .iter_mut()
+                .find(|(_, m)| m.id == h && m.addr == addr)?;
             m.events_reported += 1;
             id.events_reported += 1;
             return Some(record::event_resp(&EventResp {
@@ -640,7 +709,9 @@ fn route_source(dst: SocketAddr) -> Result<IpAddr, Errno> {
 }
 
 fn errno() -> Errno {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-use rxu_abi::proto::cm::{CmEventParam, CmEventRecord, Ece};
 use rxu_abi::proto;
+use rxu_abi::proto::cm::{CmEventParam, CmEventRecord, Ece};
 
 use crate::abi::{self, emit_ah_attr};
 use crate::command::Errno;
@@ -86,7 +86,9 @@ pub fn send_raw(b: BorrowedFd<'_>, bytes: &[u8]) -> Result<(), Errno> {
         if n >= 0 {
             return Ok(());
         }
-        let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+        let e = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
         if e != libc::EINTR {
             return Err(e);
         }
@@ -101,7 +103,9 @@ pub fn recv_raw(fd: i32, buf: &mut [u8], flags: i32) -> Result<usize, Errno> {
     if n >= 0 {
         Ok(n as usize)
     } else {
-        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
+        Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO))
     }
 }
 
@@ -152,7 +156,10 @@ mod tests {
         assert_eq!(&b[28..84], &[7; 56]);
         assert_eq!(b[28 + 56], 0);
         assert_eq!(b[20 + 264], 56);
-        assert_eq!((b[20 + 266], b[20 + 267], b[20 + 269], b[20 + 270]), (1, 2, 7, 6));
+        assert_eq!(
+            (b[20 + 266], b[20 + 267], b[20 + 269], b[20 + 270]),
+            (1, 2, 7, 6)
+        );
         assert_eq!(abi::u32_at(&b, 328), 0x15b3);
         assert_eq!(abi::u32_at(&b, 332), 9);
     }

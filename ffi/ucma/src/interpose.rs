@@ -182,7 +182,12 @@ pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint)
 /// # Safety
 /// As openat(2); see [`open`]. Only the absolute path is recognised.
 #[no_mangle]
-pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+pub unsafe extern "C" fn openat(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
     // SAFETY: the caller passes a path as openat(2) requires.
     if unsafe { is_rdma_cm(path) } {
         return open_channel(flags);
@@ -198,7 +203,12 @@ pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int,
 /// # Safety
 /// As openat64(2); see [`open`].
 #[no_mangle]
-pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+pub unsafe extern "C" fn openat64(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
     // SAFETY: the caller passes a path as openat(2) requires.
     if unsafe { is_rdma_cm(path) } {
         return open_channel(flags);

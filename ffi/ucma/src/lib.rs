@@ -22,5 +22,8 @@ pub mod mem;
 pub mod shim;
 pub mod table;
 
+#[cfg(test)]
+mod fake_daemon;
+
 #[cfg(all(feature = "interpose", not(test)))]
 mod interpose;

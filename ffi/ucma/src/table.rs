@@ -106,7 +106,9 @@ pub struct Table {
 
 /// The lowest number not in use.
 fn lowest_free<V>(m: &HashMap<u32, V>) -> u32 {
-    (0..=u32::MAX).find(|h| !m.contains_key(h)).unwrap_or(u32::MAX)
+    (0..=u32::MAX)
+        .find(|h| !m.contains_key(h))
+        .unwrap_or(u32::MAX)
 }
 
 impl Table {
