@@ -2,3 +2,4 @@
 //! tests).
 
 pub mod slots;
+pub mod ucma;
