@@ -387,10 +387,7 @@ fn connect_request_makes_an_id_and_events_follow_accept() {
         Ok(1),
         "the CONNECT_REQUEST counts for the listener"
     );
-    assert!(d1
-        .log()
-        .iter()
-        .any(|r| *r == CmRequest::Destroy { id: 900 }));
+    assert!(d1.log().contains(&CmRequest::Destroy { id: 900 }));
 }
 
 #[test]
