@@ -9,6 +9,7 @@ use super::admin::AdminConn;
 use super::devices::{self, Found};
 use super::netif;
 use rxu_abi::paths;
+use rxu_abi::proto::cm::CmIdStatus;
 use rxu_abi::proto::{ClientStatus, PortAttr, QpStatus, Request, Response};
 
 /// What the daemon answered.
@@ -171,6 +172,25 @@ pub fn render_clients(clients: &[ClientStatus]) -> String {
         for q in &c.qps {
             let _ = writeln!(s, "        {}", qp_line(q));
         }
+        for id in &c.cm_ids {
+            let _ = writeln!(s, "        {}", cm_line(id));
+        }
+    }
+    s
+}
+
+/// One rdma_cm id: `cm 3 TCP listen 127.0.0.1:7174`,
+/// `cm 4 TCP established 127.0.0.1:7174 -> 127.0.0.2:41234 qp 17`.
+pub fn cm_line(c: &CmIdStatus) -> String {
+    let mut s = format!("cm {} {} {}", c.id, c.ps, c.state);
+    if let Some(l) = c.local {
+        let _ = write!(s, " {l}");
+    }
+    if let Some(r) = c.remote {
+        let _ = write!(s, " -> {r}");
+    }
+    if c.qpn != 0 {
+        let _ = write!(s, " qp {}", c.qpn);
     }
     s
 }
