@@ -2,7 +2,7 @@
 //! `ibta_vol1_c12.h` states them). Offsets in the message files are "CM
 //! offsets", counted from the start of the MAD data area (MAD offset - 24).
 //!
-//! - [`msg`]: the messages as plain values ([`CmMad`], [`CmMsg`], ...).
+//! - `msg`: the messages as plain values ([`CmMad`], [`CmMsg`], ...).
 //! - [`header`]: the 24-byte MAD header view.
 //! - [`bits`]: bit fields at (byte, bit from the MSB, width).
 //! - `req`, `rep`, `rej`, `dreq`, `sidr`: each message's layout and codec.
