@@ -1,0 +1,1 @@
+//! Tests of the engine: two engines back to back, no sockets.
