@@ -1,4 +1,5 @@
 //! Support code for the fuzz targets (also run on stable by this crate's
 //! tests).
 
+pub mod cm_mad;
 pub mod slots;

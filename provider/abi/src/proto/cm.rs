@@ -116,6 +116,9 @@ pub enum CmRequest {
     /// is written back in every record, so one channel can serve ids of
     /// several devices.
     AttachChannel { channel: u32, tag: u32 },
+    /// What the emulator needs to pick a device for an address: reply
+    /// [`CmResponse::Device`].
+    QueryDevice,
     /// Forget a channel (the application destroyed it).
     DetachChannel { channel: u32 },
     /// Creates an id on this device bound to `addr` (port 0: an ephemeral
@@ -162,6 +165,13 @@ pub enum CmRequest {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CmResponse {
     Ok,
+    /// The device's name, node GUID, netdev and addresses (its GIDs).
+    Device {
+        name: String,
+        node_guid: u64,
+        netdev: String,
+        addrs: Vec<std::net::IpAddr>,
+    },
     Bound {
         id: u32,
         addr: SocketAddr,
