@@ -6,7 +6,7 @@ use std::time::Instant;
 use rxu_abi::proto::cm::{event, CmEventParam, CmEventRecord, ConnParam, Ece};
 use rxu_abi::proto::QpType;
 
-use super::cma_standin::{service_id, CmaHeader, CMA_HDR_LEN};
+use crate::wire::{service_id, CmaHeader, CMA_HDR_LEN};
 use super::conn::{Conn, ConnState};
 use super::ids::IdState;
 use super::mads::{self, RejParts};
@@ -48,7 +48,8 @@ impl Cm {
             src: i.local.ip(),
             dst: remote.ip(),
         }
-        .emit(&mut pd);
+        .emit(&mut pd)
+        .map_err(|e| CmError::inval(e.to_string()))?;
         pd[CMA_HDR_LEN..CMA_HDR_LEN + p.private_data.len()].copy_from_slice(&p.private_data);
         let life = path.packet_life_time;
         let req = Req {

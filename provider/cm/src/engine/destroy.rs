@@ -58,7 +58,7 @@ impl Cm {
             return;
         };
         c.id = None;
-        let (tid, remote) = (c.tid, c.remote_comm_id);
+        let (tid, remote, remote_qpn) = (c.tid, c.remote_comm_id, c.remote_qpn);
         let rej = |local, msg_rejected, reason, ari: &[u8]| {
             mads::rej(
                 tid,
@@ -96,7 +96,7 @@ impl Cm {
             }
             ConnState::Established => {
                 // One DREQ, not retransmitted: TimeWait at once.
-                let m = mads::dreq(self.new_tid(comm), comm, remote, c.remote_qpn);
+                let m = mads::dreq(self.new_tid(comm), comm, remote, remote_qpn);
                 self.conn_send(comm, m);
                 self.enter_timewait(now, comm);
             }

@@ -3,7 +3,7 @@
 
 use rxu_abi::proto::QpType;
 
-use super::cma_standin::CmaHeader;
+use crate::wire::{port_of, ps_of, CmaHeader};
 use super::conn::ConnState;
 use super::ids::IdState;
 use super::ports;
@@ -11,6 +11,11 @@ use super::{Cm, CmError};
 
 /// ucma's ceiling (and what a backlog <= 0 means): `max_backlog`.
 const MAX_BACKLOG: usize = 1024;
+
+/// (port space, port) of an rdma_cm IP service ID (upper 32 bits zero).
+pub(crate) fn ip_service(sid: u64) -> Option<(u16, u16)> {
+    (sid >> 32 == 0).then(|| (ps_of(sid), port_of(sid)))
+}
 
 /// Why no listener takes a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,7 +13,6 @@
 //! that may outlive its id through TimeWait.
 
 mod active;
-mod cma_standin;
 mod conn;
 mod counters;
 mod destroy;

@@ -7,8 +7,8 @@ use std::time::Instant;
 use rxu_abi::proto::cm::{event, CmEventParam, CmEventRecord, ConnParam, Ece};
 use rxu_abi::proto::QpType;
 
-use super::active::REQ_USER_PRIVATE;
-use super::cma_standin::{port_of, ps_of, CmaHeader, CMA_HDR_LEN};
+use super::listen::ip_service;
+use crate::wire::{port_of, CmaHeader, CMA_HDR_LEN};
 use super::conn::{Conn, ConnState};
 use super::ids::{Id, IdState};
 use super::listen::Miss;
@@ -54,11 +54,11 @@ impl Cm {
             1 => Some(QpType::Uc),
             _ => None,
         };
-        let found = match (ps_of(req.service_id), qp_type) {
-            (None, _) => Err(Miss::NoService),
-            (Some(ps), qpt) => self
-                .find_listener(ps, port_of(req.service_id), hdr.as_ref(), qpt.unwrap_or(QpType::Ud))
-                .and_then(|l| qpt.map(|_| l).ok_or(Miss::NoMatch)),
+        let found = match ip_service(req.service_id) {
+            None => Err(Miss::NoService),
+            Some((ps, port)) => self
+                .find_listener(ps, port, hdr.as_ref(), qp_type.unwrap_or(QpType::Ud))
+                .and_then(|l| qp_type.map(|_| l).ok_or(Miss::NoMatch)),
         };
         let listener = match found {
             Ok(l) => l,
@@ -262,9 +262,6 @@ impl Cm {
         self.conn_event_status(id, event::ESTABLISHED, 0);
     }
 }
-
-#[cfg(test)]
-const _: () = assert!(REQ_USER_PRIVATE == 56);
 
 impl Cm {
     /// `rdma_accept`: `Some` answers a CONNECT_REQUEST (REP, or SIDR_REP

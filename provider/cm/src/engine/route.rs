@@ -16,15 +16,6 @@ pub(crate) fn gid(ip: IpAddr) -> [u8; 16] {
     }
 }
 
-/// The address of a GID (IPv4 when it is IPv4-mapped).
-pub(crate) fn gid_ip(g: [u8; 16]) -> IpAddr {
-    let v6 = std::net::Ipv6Addr::from(g);
-    match v6.to_ipv4_mapped() {
-        Some(v4) => IpAddr::V4(v4),
-        None => IpAddr::V6(v6),
-    }
-}
-
 /// RoCEv2 flow label of a connection (`cma_get_roce_udp_flow_label`).
 pub(crate) fn flow_label(src: SocketAddr, dst: SocketAddr) -> u32 {
     (src.port() as u32 * 31 + dst.port() as u32) & 0xF_FFFF

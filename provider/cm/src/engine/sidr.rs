@@ -8,7 +8,8 @@ use std::time::Instant;
 use rxu_abi::proto::cm::{event, CmEventParam, CmEventRecord, ConnParam, Ece, RDMA_UDP_QKEY};
 use rxu_abi::proto::QpType;
 
-use super::cma_standin::{port_of, ps_of, service_id, CmaHeader, CMA_HDR_LEN};
+use super::listen::ip_service;
+use crate::wire::{port_of, service_id, CmaHeader, CMA_HDR_LEN};
 use super::conn::{Conn, ConnState};
 use super::ids::{Id, IdState};
 use super::listen::Miss;
@@ -46,7 +47,8 @@ impl Cm {
             src: i.local.ip(),
             dst: remote.ip(),
         }
-        .emit(&mut pd);
+        .emit(&mut pd)
+        .map_err(|e| CmError::inval(e.to_string()))?;
         pd[CMA_HDR_LEN..CMA_HDR_LEN + p.private_data.len()].copy_from_slice(&p.private_data);
         let t = self.timing();
         let sid = service_id(i.ps, remote.port());
@@ -103,9 +105,9 @@ impl Cm {
             return;
         }
         let hdr = CmaHeader::parse(&r.private_data).ok();
-        let found = match ps_of(r.service_id) {
+        let found = match ip_service(r.service_id) {
             None => Err(Miss::NoService),
-            Some(ps) => self.find_listener(ps, port_of(r.service_id), hdr.as_ref(), QpType::Ud),
+            Some((ps, port)) => self.find_listener(ps, port, hdr.as_ref(), QpType::Ud),
         };
         let listener = match found {
             Ok(l) => l,
