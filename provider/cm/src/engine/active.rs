@@ -6,13 +6,13 @@ use std::time::Instant;
 use rxu_abi::proto::cm::{event, CmEventParam, CmEventRecord, ConnParam, Ece};
 use rxu_abi::proto::QpType;
 
-use crate::wire::{service_id, CmaHeader, CMA_HDR_LEN};
 use super::conn::{Conn, ConnState};
 use super::ids::IdState;
 use super::mads::{self, RejParts};
 use super::timing::{ack_timeout, conv, MRA_SERVICE_TIMEOUT, ROUTE_RATE};
 use super::{Cm, CmError, MadRx};
 use crate::wire::{msg_ref, rej_reason, CmMad, CmMsg, Mra, Rep, Req, ReqPath, REQ_PRIVATE};
+use crate::wire::{service_id, CmaHeader, CMA_HDR_LEN};
 
 /// User private data a REQ carries after the rdma_cm header.
 pub(crate) const REQ_USER_PRIVATE: usize = REQ_PRIVATE - CMA_HDR_LEN;
@@ -192,7 +192,8 @@ impl Cm {
             return;
         }
         let c = self.conns.get_mut(&comm).expect("checked");
-        self.timers.remove(&(c.deadline.take().expect("REQ timer"), comm));
+        self.timers
+            .remove(&(c.deadline.take().expect("REQ timer"), comm));
         c.last = None;
         c.state = ConnState::RepRcvd;
         c.remote_comm_id = rep.local_comm_id;

@@ -181,7 +181,8 @@ impl Cm {
     pub(crate) fn insert_remote(&mut self, comm: u32) {
         if let Some(c) = self.conns.get_mut(&comm) {
             c.remote_inserted = true;
-            self.remote_ids.insert((c.remote_guid, c.remote_comm_id), comm);
+            self.remote_ids
+                .insert((c.remote_guid, c.remote_comm_id), comm);
             self.remote_qps.insert((c.remote_guid, c.remote_qpn), comm);
         }
     }
@@ -190,7 +191,10 @@ impl Cm {
         if let Some(c) = self.conns.get_mut(&comm) {
             if c.remote_inserted {
                 c.remote_inserted = false;
-                let (ki, kq) = ((c.remote_guid, c.remote_comm_id), (c.remote_guid, c.remote_qpn));
+                let (ki, kq) = (
+                    (c.remote_guid, c.remote_comm_id),
+                    (c.remote_guid, c.remote_qpn),
+                );
                 if self.remote_ids.get(&ki) == Some(&comm) {
                     self.remote_ids.remove(&ki);
                 }

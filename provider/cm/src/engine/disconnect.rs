@@ -55,7 +55,11 @@ impl Cm {
 
     /// A stale REQ/REP named conn `old`: it is disconnected if established.
     pub(crate) fn dreq_stale(&mut self, now: Instant, old: u32) {
-        if self.conns.get(&old).is_some_and(|c| c.state == ConnState::Established) {
+        if self
+            .conns
+            .get(&old)
+            .is_some_and(|c| c.state == ConnState::Established)
+        {
             self.send_dreq(now, old);
         }
     }

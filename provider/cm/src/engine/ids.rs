@@ -220,7 +220,10 @@ impl Cm {
             return Err(CmError::inval("resolve: the id is listening or connected"));
         }
         if dst.ip().is_unspecified() || dst.is_ipv4() != i.local.is_ipv4() && i.afonly {
-            return Err(CmError::inval(format!("cannot reach {dst} from {}", i.local)));
+            return Err(CmError::inval(format!(
+                "cannot reach {dst} from {}",
+                i.local
+            )));
         }
         if i.local.ip().is_unspecified() {
             // The source: the destination itself when it is ours, else
@@ -228,7 +231,10 @@ impl Cm {
             let src = if local_addrs.contains(&dst.ip()) {
                 Some(dst.ip())
             } else {
-                local_addrs.iter().copied().find(|a| a.is_ipv4() == dst.is_ipv4())
+                local_addrs
+                    .iter()
+                    .copied()
+                    .find(|a| a.is_ipv4() == dst.is_ipv4())
             };
             let src = src.ok_or_else(|| {
                 CmError::new(libc::ENETUNREACH, format!("no source address for {dst}"))
@@ -268,7 +274,9 @@ impl Cm {
             }
             CmOption::AfOnly(a) => {
                 if !early {
-                    return Err(CmError::inval("afonly can only be set before listen/connect"));
+                    return Err(CmError::inval(
+                        "afonly can only be set before listen/connect",
+                    ));
                 }
                 i.afonly = a || i.local.is_ipv4();
             }

@@ -3,11 +3,11 @@
 
 use rxu_abi::proto::QpType;
 
-use crate::wire::{port_of, ps_of, CmaHeader};
 use super::conn::ConnState;
 use super::ids::IdState;
 use super::ports;
 use super::{Cm, CmError};
+use crate::wire::{port_of, ps_of, CmaHeader};
 
 /// ucma's ceiling (and what a backlog <= 0 means): `max_backlog`.
 const MAX_BACKLOG: usize = 1024;

@@ -7,16 +7,16 @@ use std::time::Instant;
 use rxu_abi::proto::cm::{event, CmEventParam, CmEventRecord, ConnParam, Ece};
 use rxu_abi::proto::QpType;
 
-use super::listen::ip_service;
-use crate::wire::{port_of, CmaHeader, CMA_HDR_LEN};
 use super::conn::{Conn, ConnState};
 use super::ids::{Id, IdState};
+use super::listen::ip_service;
 use super::listen::Miss;
 use super::mads::{self, padded, RejParts};
 use super::route::{gid, Path};
 use super::timing::{conv, MRA_SERVICE_TIMEOUT};
 use super::{Cm, CmError, MadRx};
 use crate::wire::{msg_ref, rej_reason, CmMad, CmMsg, Rep, Req, Rtu, REP_PRIVATE};
+use crate::wire::{port_of, CmaHeader, CMA_HDR_LEN};
 
 impl Cm {
     /// Answers a REQ no connection takes, from the address it was sent to.

@@ -45,7 +45,9 @@ impl Cm {
     pub fn init_qp_attr(&self, id: u32, state: u8) -> Result<(u32, QpAttr), CmError> {
         let i = self.id_ref(id)?;
         if !matches!(state, qp_state::INIT | qp_state::RTR | qp_state::RTS) {
-            return Err(CmError::inval(format!("no attributes for QP state {state}")));
+            return Err(CmError::inval(format!(
+                "no attributes for QP state {state}"
+            )));
         }
         let mut a = QpAttr {
             qp_state: state,

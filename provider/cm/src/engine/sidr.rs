@@ -8,15 +8,15 @@ use std::time::Instant;
 use rxu_abi::proto::cm::{event, CmEventParam, CmEventRecord, ConnParam, Ece, RDMA_UDP_QKEY};
 use rxu_abi::proto::QpType;
 
-use super::listen::ip_service;
-use crate::wire::{port_of, service_id, CmaHeader, CMA_HDR_LEN};
 use super::conn::{Conn, ConnState};
 use super::ids::{Id, IdState};
+use super::listen::ip_service;
 use super::listen::Miss;
 use super::mads::{self, SidrRepParts};
 use super::route::{gid, Path};
 use super::timing::conv;
 use super::{Cm, CmError, MadRx};
+use crate::wire::{port_of, service_id, CmaHeader, CMA_HDR_LEN};
 use crate::wire::{
     sidr_status, CmMad, CmMsg, SidrRep, SidrReq, SIDR_REP_PRIVATE, SIDR_REQ_PRIVATE,
 };
@@ -52,7 +52,12 @@ impl Cm {
         pd[CMA_HDR_LEN..CMA_HDR_LEN + p.private_data.len()].copy_from_slice(&p.private_data);
         let t = self.timing();
         let sid = service_id(i.ps, remote.port());
-        let mut c = Conn::new(ConnState::SidrReqSent, QpType::Ud, i.local.ip(), remote.ip());
+        let mut c = Conn::new(
+            ConnState::SidrReqSent,
+            QpType::Ud,
+            i.local.ip(),
+            remote.ip(),
+        );
         c.id = Some(id);
         c.service_id = sid;
         c.timeout = conv(t.cm_response_timeout);
