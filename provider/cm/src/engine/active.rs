@@ -191,9 +191,10 @@ impl Cm {
             self.dreq_stale(now, old);
             return;
         }
-        let c = self.conns.get_mut(&comm).expect("checked");
-        self.timers
-            .remove(&(c.deadline.take().expect("REQ timer"), comm));
+        self.disarm(comm);
+        let Some(c) = self.conns.get_mut(&comm) else {
+            return;
+        };
         c.last = None;
         c.state = ConnState::RepRcvd;
         c.remote_comm_id = rep.local_comm_id;
