@@ -17,6 +17,8 @@ pub struct IdStatus {
     pub state: String,
     pub local: SocketAddr,
     pub remote: Option<SocketAddr>,
+    /// The local QP of its connection (0 before connect / accept).
+    pub qpn: u32,
 }
 
 impl Cm {
@@ -37,8 +39,19 @@ impl Cm {
                     state,
                     local: i.local,
                     remote: i.remote,
+                    qpn: conn.map_or(0, |c| c.local_qpn),
                 }
             })
             .collect()
+    }
+
+    /// The owner of `id`, if it exists.
+    pub fn owner_of(&self, id: u32) -> Option<Owner> {
+        self.ids.get(&id).map(|i| i.owner)
+    }
+
+    /// Every id with its owner.
+    pub fn owned_ids(&self) -> impl Iterator<Item = (Owner, u32)> + '_ {
+        self.ids.iter().map(|(&n, i)| (i.owner, n))
     }
 }

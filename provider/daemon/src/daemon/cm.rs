@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
-use rxu_abi::proto::cm::{event, CmEventRecord, CmRequest, CmResponse};
+use rxu_abi::proto::cm::{event, port_space, CmEventRecord, CmIdStatus, CmRequest, CmResponse};
 use rxu_abi::proto::{encode, Response};
 use rxu_cm::engine::{Cm, CmConfig, CmTiming, MadRx, Owner};
 use transport::engine::{Endpoint, GsiSend};
@@ -69,6 +69,23 @@ impl CmService {
 
     pub fn engine(&self) -> &Cm {
         &self.cm
+    }
+
+    /// The ids of `session`, for `rxu status`.
+    pub fn status_of(&self, session: u32) -> Vec<CmIdStatus> {
+        self.cm
+            .status()
+            .into_iter()
+            .filter(|s| session_of(s.owner) == session)
+            .map(|s| CmIdStatus {
+                id: s.id,
+                ps: ps_name(s.ps),
+                state: s.state,
+                local: Some(s.local),
+                remote: s.remote,
+                qpn: s.qpn,
+            })
+            .collect()
     }
 
     /// The device's addresses changed (ids bound to a vanished one hear
@@ -142,7 +159,7 @@ impl CmService {
             req => {
                 let id = id_of(&req);
                 // Another session's id is "no such id".
-                if id.is_some_and(|id| !cm.owned_by(id, |o| session_of(o) == session)) {
+                if id.is_some_and(|id| cm.owner_of(id).map(session_of) != Some(session)) {
                     return refuse(libc::EINVAL, "no such rdma_cm id");
                 }
                 self.handle_id(now, session, req)
@@ -204,7 +221,7 @@ impl CmService {
 
     /// DEVICE_REMOVAL to every id (the device goes away under them).
     pub fn device_removal(&mut self) {
-        let ids: Vec<(Owner, u32)> = self.cm.ids().collect();
+        let ids: Vec<(Owner, u32)> = self.cm.owned_ids().collect();
         for (o, id) in ids {
             let rec = CmEventRecord {
                 id,
@@ -318,3 +335,12 @@ fn now_nanos() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
+fn ps_name(ps: u16) -> String {
+    match ps {
+        port_space::TCP => "TCP".into(),
+        port_space::UDP => "UDP".into(),
+        port_space::IB => "IB".into(),
+        port_space::IPOIB => "IPoIB".into(),
+        n => format!("ps{n:#x}"),
+    }
+}

@@ -14,12 +14,12 @@ use rxu_abi::proto::Response;
 
 use super::admin;
 use super::cm::CmService;
-use rxu_cm::engine::CmTiming;
 use super::counters::DaemonCounters;
 use super::log::{debug, info};
 use super::objects::Objects;
 use super::port::{Port, PortChange, PortView};
 use super::session::event;
+use rxu_cm::engine::CmTiming;
 
 /// The parts are the daemon module's to borrow apart (a request handler
 /// takes only those it needs); each part keeps its own fields private.
@@ -163,7 +163,7 @@ impl Device {
 
     /// What `rxu status` shows.
     pub fn status(&self) -> Response {
-        admin::status(&self.objects, &self.endpoint, &self.port)
+        admin::status(&self.objects, &self.endpoint, &self.port, &self.cm)
     }
 
     /// What `rxu stats` shows.
@@ -174,6 +174,7 @@ impl Device {
             &self.engine_counters(),
             &self.port,
             &self.counters,
+            &self.cm,
         )
     }
 

@@ -89,7 +89,9 @@ impl Device {
                 reply
             }
             Request::QueryDevice => Ok(Reply::ok(Response::Device(self.objects.attr().clone()))),
-            Request::QueryPort { port: 1 } => Ok(Reply::ok(Response::Port(self.port.attr().clone()))),
+            Request::QueryPort { port: 1 } => {
+                Ok(Reply::ok(Response::Port(self.port.attr().clone())))
+            }
             _ => refuse(
                 libc::EPERM,
                 "an rdma_cm connection only sends rdma_cm requests and queries",
