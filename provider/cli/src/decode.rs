@@ -4,8 +4,11 @@
 //! Link layers: Ethernet (any number of 802.1Q/802.1ad tags), Linux cooked
 //! SLL and SLL2, raw IP, BSD null/loop. RoCEv2 is IPv4/IPv6 + UDP to port
 //! 4791; RoCE v1 (EtherType 0x8915, GRH) is decoded too. Everything else is
-//! counted and skipped.
+//! counted and skipped. A UD SEND to QP1 with the GSI Q_Key is decoded
+//! further as an IB CM MAD (`CM REQ ...`, or `CM ? (...)` when it is not
+//! one).
 
+mod cm;
 mod gso;
 mod line;
 mod link;

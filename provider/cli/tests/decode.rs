@@ -368,3 +368,157 @@ fn gso_datagram_captured_before_segmentation_is_split() {
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     assert_eq!(roce_lines(&r.stdout).len(), 1, "{}", r.stdout);
 }
+
+/// A RoCEv2 UD SEND_ONLY from 10.0.0.1 to `dest_qpn` at 10.0.0.2 with
+/// `payload`, IP header onwards, valid ICRC.
+fn ud_send_ip(dest_qpn: u32, qkey: u32, payload: &[u8]) -> Vec<u8> {
+    use std::net::Ipv4Addr;
+    use transport::wire::icrc::{fill_icrc, IcrcIp};
+    use transport::wire::ip::{Ipv4Header, UdpHeader, IPV4_DF};
+    use transport::wire::packet::emit_packet;
+    use transport::wire::{Bth, Deth, Headers, Opcode};
+    use transport::Psn;
+    let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+    let hdr = Headers {
+        bth: Bth {
+            opcode: Opcode::UD_SEND_ONLY,
+            dest_qpn,
+            psn: Psn::new(3),
+            ..Bth::default()
+        },
+        deth: Some(Deth { qkey, src_qpn: 1 }),
+        ..Headers::default()
+    };
+    let mut pkt = vec![0u8; 512];
+    let n = emit_packet(&hdr, payload, &mut pkt).expect("emit");
+    pkt.truncate(n);
+    let ip = IcrcIp::V4 {
+        src,
+        dst,
+        id: 0,
+        flags_frag: IPV4_DF,
+    };
+    fill_icrc(&ip, 49152, 4791, &mut pkt).expect("icrc");
+    let mut frame = vec![0u8; 28];
+    Ipv4Header::roce(src, dst, pkt.len(), 0, 64)
+        .emit(&mut frame[..20])
+        .expect("ip");
+    UdpHeader {
+        src_port: 49152,
+        dst_port: 4791,
+        len: (8 + pkt.len()) as u16,
+        checksum: 0,
+    }
+    .emit(&mut frame[20..28])
+    .expect("udp");
+    frame.extend_from_slice(&pkt);
+    frame
+}
+
+#[test]
+fn cm_mads_to_qp1_are_named() {
+    use rxu_cm::wire::*;
+    let mut private_data = [0u8; REQ_PRIVATE];
+    CmaHeader {
+        src_port: 40000,
+        src: "10.0.0.1".parse().unwrap(),
+        dst: "10.0.0.2".parse().unwrap(),
+    }
+    .emit(&mut private_data)
+    .unwrap();
+    let req = CmMad {
+        tid: 0x1122_3344,
+        attr_mod: 0,
+        msg: CmMsg::Req(Box::new(Req {
+            local_comm_id: 0x1122_3344,
+            vendor_id: 0,
+            service_id: service_id(0x0106, 7174),
+            local_ca_guid: 0x0200_00ff_fe00_0001,
+            local_qkey: 0,
+            local_qpn: 0x11,
+            responder_resources: 1,
+            local_eecn: 0,
+            initiator_depth: 1,
+            remote_eecn: 0,
+            remote_cm_response_timeout: 20,
+            transport_type: 0,
+            flow_control: true,
+            starting_psn: 0xabc,
+            local_cm_response_timeout: 20,
+            retry_count: 7,
+            pkey: 0xffff,
+            path_mtu: 3,
+            rdc_exists: false,
+            rnr_retry_count: 7,
+            max_cm_retries: 15,
+            srq: false,
+            extended_transport: 0,
+            primary: ReqPath::default(),
+            alternate: ReqPath::default(),
+            private_data,
+        })),
+    };
+    let rej = CmMad {
+        tid: 0x1122_3344,
+        attr_mod: 0,
+        msg: CmMsg::Rej(Box::new(Rej {
+            local_comm_id: 0,
+            remote_comm_id: 0x1122_3344,
+            msg_rejected: msg_ref::REQ,
+            reject_info_len: 0,
+            reason: rej_reason::INVALID_SERVICE_ID,
+            ari: [0; REJ_ARI],
+            private_data: [0; REJ_PRIVATE],
+        })),
+    };
+    let mad = |m: &CmMad| {
+        let mut b = [0u8; MAD_LEN];
+        emit(m, &mut b);
+        b
+    };
+    // A performance-management MAD to QP1: not CM.
+    let mut perf = mad(&rej);
+    perf[1] = 0x04;
+    let path = write_pcap(
+        "cm.pcap",
+        DataLink::RAW,
+        &[
+            ud_send_ip(GSI_QPN, GSI_QKEY, &mad(&req)),
+            ud_send_ip(GSI_QPN, GSI_QKEY, &mad(&rej)),
+            ud_send_ip(GSI_QPN, GSI_QKEY, &perf),
+            // The same bytes to an application's UD QP: not decoded as CM.
+            ud_send_ip(0x22, 0x0123_4567, &mad(&req)),
+        ],
+    );
+    let r = rxu_decode(&path);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let lines = roce_lines(&r.stdout);
+    assert_eq!(lines.len(), 4, "{}", r.stdout);
+    assert!(lines.iter().all(|l| l.ends_with("icrc=ok")), "{}", r.stdout);
+    assert!(
+        lines[0].contains(
+            "UD_SEND_ONLY qpn=0x000001 psn=3 ackreq=0 se=0 m=0 pad=0 len=256 \
+             deth(qkey=0x80010000 srcqp=0x000001) CM REQ lcid=0x11223344 \
+             sid=0x0000000001061c06 (TCP port 7174) qpn=0x000011 psn=0x000abc"
+        ),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains(
+            "CM REJ lcid=0x00000000 rcid=0x11223344 rejected=REQ reason=8 (invalid service ID)"
+        ),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[2].contains("CM ? (management class 0x04 is not CM (0x07)) icrc=ok"),
+        "{}",
+        lines[2]
+    );
+    assert!(
+        lines[3].contains("qpn=0x000022") && !lines[3].contains(" CM "),
+        "{}",
+        lines[3]
+    );
+}

@@ -23,6 +23,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use super::config::{EngineCounters, EngineError, QpSpec};
+use super::gsi::{Gsi, GsiDatagram, GsiSend, GSI_QPN};
 use crate::qp::{
     Completion, CqSide, Env, Memory, Qp, QpAttr, QpConfig, QpEvent, QpTuning, RecvSource, RecvWqe,
     RxMeta, SendWqe, Transmit,
@@ -126,6 +127,8 @@ pub struct Endpoint<M: Memory> {
     next_srq: u32,
     /// Local addresses packets are accepted for (None: any).
     accept: Option<Vec<IpAddr>>,
+    /// QP 1: connection-manager MADs in and out.
+    gsi: Gsi,
     counters: EngineCounters,
 }
 
@@ -146,6 +149,7 @@ impl<M: Memory> Endpoint<M> {
             next_qpn: first_qpn.max(2),
             next_srq: 1,
             accept: None,
+            gsi: Gsi::default(),
             counters: EngineCounters::default(),
         })
     }
@@ -187,7 +191,25 @@ impl<M: Memory> Endpoint<M> {
 
     /// Some QP has packets to send.
     pub fn has_transmit(&self) -> bool {
-        !self.active.is_empty()
+        !self.active.is_empty() || self.gsi.has_transmit()
+    }
+
+    // ---------------------------------------------------------------- QP 1
+
+    /// The next datagram that reached QP 1 (a CM MAD for the daemon's CM).
+    pub fn poll_gsi(&mut self) -> Option<GsiDatagram> {
+        self.gsi.poll_received()
+    }
+
+    /// Queues a MAD to send from QP 1; false when the queue is full (the
+    /// MAD is dropped and counted, as a lost packet would be).
+    pub fn send_gsi(&mut self, s: GsiSend) -> bool {
+        self.gsi.send(s)
+    }
+
+    /// Datagrams to QP 1 dropped (not UD SEND, wrong Q_Key, queue full).
+    pub fn gsi_dropped(&self) -> u64 {
+        self.gsi.dropped
     }
 
     // ---------------------------------------------------------------- QPs
@@ -398,6 +420,13 @@ impl<M: Memory> Endpoint<M> {
             }
         }
         let qpn = pkt.hdr.bth.dest_qpn;
+        if qpn == GSI_QPN {
+            let hop_limit = meta.ttl.unwrap_or(64);
+            let tc = meta.tos.unwrap_or(0);
+            // Refusals are counted by the GSI queue itself.
+            let _ = self.gsi.receive(&pkt, meta.src.ip(), dst, hop_limit, tc);
+            return;
+        }
         let Some(slot) = self.qps.get_mut(&qpn) else {
             self.counters.unknown_qp += 1;
             return;
@@ -489,6 +518,17 @@ impl<M: Memory> Endpoint<M> {
     ) -> usize {
         let mut produced = 0;
         let cap = out.capacity();
+        // MADs first: few, small, and a connection waits for each.
+        while self.gsi.has_transmit() {
+            let Some(buf) = out.buffer() else {
+                break;
+            };
+            let Some((t, src)) = self.gsi.poll_transmit(buf) else {
+                break;
+            };
+            produced += 1;
+            out.commit(t, Some(src));
+        }
         // Every turn removes a QP from the queue (it returns only through
         // after_activity), so the loop ends.
         for _ in 0..cap + self.qps.len() {

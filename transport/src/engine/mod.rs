@@ -65,6 +65,7 @@
 mod config;
 pub mod endpoint;
 pub mod fault;
+pub mod gsi;
 mod run;
 pub mod spin;
 pub mod sys;
@@ -78,5 +79,6 @@ pub use crate::qp::Transmit;
 pub use config::{EngineConfig, EngineCounters, EngineError, QpSpec, GRO_BATCH};
 pub use endpoint::{CqSink, Endpoint, RecvMeta, TransmitSink};
 pub use fault::FaultConfig;
+pub use gsi::{GsiDatagram, GsiSend, GSI_QKEY, GSI_QPN};
 pub use run::{Engine, RunReport, MAX_WAKE_FDS};
 pub use udp::{TxBatch, UdpDriver};

@@ -115,9 +115,17 @@ pub enum CmRequest {
     /// SOCK_SEQPACKET socket it only writes [`CmEventRecord`]s to). `tag`
     /// is written back in every record, so one channel can serve ids of
     /// several devices.
-    AttachChannel { channel: u32, tag: u32 },
+    AttachChannel {
+        channel: u32,
+        tag: u32,
+    },
+    /// What the emulator needs to pick a device for an address: reply
+    /// [`CmResponse::Device`].
+    QueryDevice,
     /// Forget a channel (the application destroyed it).
-    DetachChannel { channel: u32 },
+    DetachChannel {
+        channel: u32,
+    },
     /// Creates an id on this device bound to `addr` (port 0: an ephemeral
     /// port from the IP local range; a wildcard address binds the port on
     /// this device's addresses). Errors as `rdma_bind_addr`: EADDRINUSE,
@@ -135,33 +143,81 @@ pub enum CmRequest {
     /// `rdma_resolve_addr` reached this device: the id's peer is `dst`.
     /// Reply: [`CmResponse::Route`] (the emulator then reports
     /// ADDR_RESOLVED and, on RESOLVE_ROUTE, ROUTE_RESOLVED).
-    Resolve { id: u32, dst: SocketAddr },
-    Listen { id: u32, backlog: i32 },
+    Resolve {
+        id: u32,
+        dst: SocketAddr,
+    },
+    Listen {
+        id: u32,
+        backlog: i32,
+    },
     /// Sends a REQ (RC/UC) or SIDR_REQ (UD ids).
-    Connect { id: u32, param: ConnParam, ece: Ece },
+    Connect {
+        id: u32,
+        param: ConnParam,
+        ece: Ece,
+    },
     /// Passive side: sends REP (or SIDR_REP). `param: None` is the active
     /// side's "send RTU" (librdmacm's ACCEPT with `valid = 0`).
-    Accept { id: u32, param: Option<ConnParam>, ece: Ece },
+    Accept {
+        id: u32,
+        param: Option<ConnParam>,
+        ece: Ece,
+    },
     /// `reason` 0: consumer defined (IB 28); 35: ECE not supported.
-    Reject { id: u32, private_data: Vec<u8>, reason: u8 },
-    Disconnect { id: u32 },
+    Reject {
+        id: u32,
+        private_data: Vec<u8>,
+        reason: u8,
+    },
+    Disconnect {
+        id: u32,
+    },
     /// Reply: [`CmResponse::QpAttr`].
-    InitQpAttr { id: u32, state: u8 },
-    SetOption { id: u32, option: CmOption },
+    InitQpAttr {
+        id: u32,
+        state: u8,
+    },
+    SetOption {
+        id: u32,
+        option: CmOption,
+    },
     /// `rdma_notify` (accepted and ignored, as on RoCE).
-    Notify { id: u32, event: u32 },
+    Notify {
+        id: u32,
+        event: u32,
+    },
     /// Further events of `id` go to `channel`.
-    Migrate { id: u32, channel: u32 },
+    Migrate {
+        id: u32,
+        channel: u32,
+    },
     /// Destroys the id: DREQ / REJ as the kernel would send.
-    Destroy { id: u32 },
-    JoinMcast { id: u32, addr: SocketAddr, send_only: bool },
-    LeaveMcast { id: u32, addr: SocketAddr },
+    Destroy {
+        id: u32,
+    },
+    JoinMcast {
+        id: u32,
+        addr: SocketAddr,
+        send_only: bool,
+    },
+    LeaveMcast {
+        id: u32,
+        addr: SocketAddr,
+    },
 }
 
 /// A reply to a [`CmRequest`] (errors are `Response::Error`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CmResponse {
     Ok,
+    /// The device's name, node GUID, netdev and addresses (its GIDs).
+    Device {
+        name: String,
+        node_guid: u64,
+        netdev: String,
+        addrs: Vec<std::net::IpAddr>,
+    },
     Bound {
         id: u32,
         addr: SocketAddr,
@@ -214,4 +270,18 @@ pub struct CmEventRecord {
     pub route: Option<RouteInfo>,
     /// MULTICAST_JOIN / MULTICAST_ERROR: the group.
     pub mcast: Option<SocketAddr>,
+}
+
+/// One rdma_cm id, for `rxu status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CmIdStatus {
+    pub id: u32,
+    /// "TCP", "UDP", "IB", or the number.
+    pub ps: String,
+    /// The state's name (e.g. "listen", "established").
+    pub state: String,
+    pub local: Option<SocketAddr>,
+    pub remote: Option<SocketAddr>,
+    /// The QP the connection carries (0 before connect / accept).
+    pub qpn: u32,
 }

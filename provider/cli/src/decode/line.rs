@@ -176,6 +176,7 @@ fn finish(
     match Packet::parse(ib) {
         Ok(p) => {
             describe(&mut line, &p);
+            super::cm::describe(&mut line, &p);
             line.push_str(&text);
             FrameReport {
                 verdict: if ok { Verdict::Good } else { Verdict::BadIcrc },
