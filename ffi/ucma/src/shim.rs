@@ -12,6 +12,23 @@ use crate::core::Ucma;
 use crate::event::{self, MAX_RECORD};
 use crate::mem;
 
+/// GET_EVENT found the channel's other end gone: the application closed
+/// the fd while this thread waited in GET_EVENT (rping's CM thread does).
+/// The kernel's file lives on while the write is in progress and no event
+/// ever comes: the thread waits until the process ends, as it would there.
+fn closed_meanwhile(fd: RawFd) -> Result<(), Errno> {
+    // SAFETY: F_GETFL only reads the descriptor's flags (or fails).
+    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if fl >= 0 && fl & libc::O_NONBLOCK != 0 {
+        return Err(libc::EAGAIN);
+    }
+    loop {
+        // SAFETY: pause has no preconditions; it returns after a signal
+        // handler ran, and the wait goes on (a restarted GET_EVENT).
+        unsafe { libc::pause() };
+    }
+}
+
 pub struct Shim {
     ucma: Mutex<Ucma>,
 }
@@ -69,7 +86,7 @@ impl Shim {
         let mut buf = [0u8; MAX_RECORD];
         loop {
             let len = match event::recv_raw(fd, &mut buf, 0) {
-                Ok(0) => return Err(libc::EBADF),
+                Ok(0) => return closed_meanwhile(fd),
                 Ok(len) => len,
                 Err(libc::EINTR) => return Err(libc::EINTR),
                 Err(e) => return Err(e),
