@@ -7,7 +7,7 @@
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use super::config::EngineError;
 
@@ -31,6 +31,16 @@ pub fn group_key(a: IpAddr) -> IpAddr {
 /// Whether `a` is a multicast address (of either family).
 pub fn is_group(a: IpAddr) -> bool {
     a.is_multicast()
+}
+
+/// The IPv4 groups among `addrs` (what the driver can join).
+pub fn ipv4_groups(addrs: impl Iterator<Item = IpAddr>) -> Vec<Ipv4Addr> {
+    addrs
+        .filter_map(|a| match group_key(a) {
+            IpAddr::V4(v4) if v4.is_multicast() => Some(v4),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Group -> attached QPs.
