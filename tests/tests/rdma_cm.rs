@@ -93,15 +93,14 @@ fn udaddy_ud_over_sidr() {
     let Some((a, b)) = devices(&["udaddy"]) else {
         return;
     };
-    for (i, (sdev, saddr, cdev, caddr)) in [(&a, A, &a, A), (&b, B, &a, A)].into_iter().enumerate()
-    {
-        let port = (19720 + i).to_string();
+    // udaddy's -p is the port space; it always uses port 7174.
+    for (sdev, saddr, cdev, caddr) in [(&a, A, &a, A), (&b, B, &a, A)] {
         let p = sdev.cm_pair(
             cdev,
             "udaddy",
-            &["-b", saddr, "-p", &port, "-c", "4", "-C", "10"],
-            &["-s", saddr, "-b", caddr, "-p", &port, "-c", "4", "-C", "10"],
-            19720 + i as u16,
+            &["-b", saddr, "-c", "4", "-C", "10"],
+            &["-s", saddr, "-b", caddr, "-c", "4", "-C", "10"],
+            7174,
             LIMIT,
         );
         expect(&p, &format!("udaddy {caddr} -> {saddr}"));

@@ -150,6 +150,21 @@ impl Ucma {
         }
     }
 
+    /// An address (same family as `ip`) of a device on the netdev that
+    /// holds `ip`.
+    fn device_address_on_netdev_of(&mut self, ip: IpAddr) -> Option<IpAddr> {
+        let ifname = crate::netdev::ifname_of(ip)?;
+        let n = self.daemons.refresh();
+        (0..n).find_map(
+            |dev| match self.daemons.call(dev, CmRequest::QueryDevice, &[]) {
+                Ok(CmResponse::Device { netdev, addrs, .. }) if netdev == ifname => {
+                    addrs.into_iter().find(|a| a.is_ipv4() == ip.is_ipv4())
+                }
+                _ => None,
+            },
+        )
+    }
+
     /// Binds id `h` to a specific address on the device that serves it.
     fn bind_specific(&mut self, h: u32, addr: SocketAddr) -> Result<(), Errno> {
         let n = self.daemons.refresh();
@@ -405,7 +420,16 @@ impl Ucma {
                 if let Some(i) = self.table.ids.get_mut(&id) {
                     i.src = None;
                 }
-                match self.bind_specific(id, SocketAddr::new(ip, port)) {
+                let mut bound = self.bind_specific(id, SocketAddr::new(ip, port));
+                if !given && matches!(bound, Err(libc::EADDRNOTAVAIL | libc::ENODEV)) {
+                    // The route leaves from an address no device serves
+                    // (127.0.0.1 towards 127.0.7.2 on lo): the device on
+                    // that netdev answers with its own address.
+                    if let Some(own) = self.device_address_on_netdev_of(ip) {
+                        bound = self.bind_specific(id, SocketAddr::new(own, port));
+                    }
+                }
+                match bound {
                     Ok(()) => {}
                     Err(e) if given => return Err(e),
                     Err(libc::EADDRNOTAVAIL | libc::ENODEV) => {

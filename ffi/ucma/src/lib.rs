@@ -19,6 +19,7 @@ pub mod core;
 pub mod daemon;
 pub mod event;
 pub mod mem;
+pub mod netdev;
 pub mod shim;
 pub mod table;
 
