@@ -160,3 +160,90 @@ fn connecting_to_a_port_nobody_listens_on_is_rejected_with_reason_8() {
         r.report()
     );
 }
+
+#[test]
+fn perftest_connects_through_rdma_cm() {
+    let _g = serial();
+    let tools = [
+        "ib_write_bw",
+        "ib_read_bw",
+        "ib_send_bw",
+        "ib_write_lat",
+        "ib_send_lat",
+    ];
+    let Some((a, b)) = devices(&tools) else {
+        return;
+    };
+    // -R: the QPs come from rdma_cm (the device too: no -d); every tool
+    // on one device, then the bandwidth and latency ones across two.
+    let mut runs: Vec<(&str, &Dev, &str, &Dev)> = tools.iter().map(|t| (*t, &a, A, &a)).collect();
+    runs.push(("ib_write_bw", &b, B, &a));
+    runs.push(("ib_send_lat", &b, B, &a));
+    for (i, (tool, sdev, saddr, cdev)) in runs.into_iter().enumerate() {
+        let port = 19750 + i as u16;
+        let ps = port.to_string();
+        let p = sdev.cm_pair(
+            cdev,
+            tool,
+            &["-R", "-p", &ps, "-n", "200"],
+            &["-R", "-p", &ps, "-n", "200", saddr],
+            port,
+            LIMIT,
+        );
+        expect(&p, &format!("{tool} -R -> {saddr}"));
+        // The result line: the size column first, then numbers.
+        let result = p.client_stdout().lines().any(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|w| w.parse::<u64>().is_ok())
+        });
+        assert!(result, "{tool}: no result line\n{}", p.report());
+    }
+}
+
+#[test]
+fn rsockets_rstream_and_riostream() {
+    let _g = serial();
+    let Some((a, b)) = devices(&["rstream", "riostream"]) else {
+        return;
+    };
+    let mut i = 0;
+    for tool in ["rstream", "riostream"] {
+        for (sdev, saddr, cdev) in [(&a, A, &a), (&b, B, &a)] {
+            let port = 19770 + i;
+            i += 1;
+            let ps = port.to_string();
+            let p = sdev.cm_pair(
+                cdev,
+                tool,
+                &["-b", saddr, "-p", &ps, "-S", "65536", "-C", "200"],
+                &["-s", saddr, "-p", &ps, "-S", "65536", "-C", "200"],
+                port,
+                LIMIT,
+            );
+            expect(&p, &format!("{tool} -> {saddr}"));
+            assert!(
+                p.client_stdout().contains("64k"),
+                "{tool}: no result line\n{}",
+                p.report()
+            );
+        }
+    }
+}
+
+#[test]
+fn cmtime_connects_and_disconnects_a_hundred() {
+    let _g = serial();
+    let Some((a, b)) = devices(&["cmtime"]) else {
+        return;
+    };
+    // The server runs until killed (as on a kernel); the client must
+    // connect and disconnect all of its connections and exit 0.
+    let mut server = b.start("cmtime", &["-b", B, "-p", "19780", "-c", "100"]);
+    assert!(b.wait_cm_listen(19780, Duration::from_secs(10)));
+    let r = a.run("cmtime", &["-s", B, "-p", "19780", "-c", "100"], LIMIT);
+    let _ = server.kill();
+    let _ = server.wait();
+    r.expect_ok();
+    assert!(r.stdout.contains("connect"), "{}", r.report());
+}
