@@ -36,6 +36,23 @@ class Device:
             raise RuntimeError(f"rxu up printed no environment: {r.stdout}")
         self.env = env
 
+    def command(self, argv):
+        """(argv, env) running rxu program `argv` in the namespace with the
+        environment of `rxu up`. Its LD_PRELOAD (librxu-ucma.so, the
+        in-process rdma_cm device) goes to the program alone, not to the ip
+        and nice in front of it."""
+        env = dict(self.env)
+        preload = env.pop("LD_PRELOAD", None)
+        if preload:
+            argv = ["env", f"LD_PRELOAD={preload}", *argv]
+        return netns.argv("nice", "-n", "10", *argv), env
+
+    def cm_listening(self, ps, port):
+        """Whether `rxu status` lists an rdma_cm id listening on `port` of
+        port space `ps` (`cm 3 TCP listen 0.0.0.0:7174`)."""
+        pat = re.compile(rf"\bcm \d+ {ps} listen\w* \S*:{port}\b", re.IGNORECASE)
+        return bool(pat.search(self.status()))
+
     def down(self):
         run(netns.argv(self.rxu, "down", "--name", NAME, "--force"),
             env=self._base_env(), check=False)
