@@ -69,11 +69,16 @@ fn byte(v: i32) -> OpResult<u8> {
     u8::try_from(v).map_err(|_| libc::EINVAL)
 }
 
-pub fn qp_attr_from_c(a: &IbvQpAttr) -> OpResult<QpAttr> {
+/// The fields `mask` names; the enums of the others are not looked at
+/// (callers such as librdmacm leave them uninitialised, and the kernel
+/// ignores them).
+pub fn qp_attr_from_c(a: &IbvQpAttr, mask: u32) -> OpResult<QpAttr> {
+    use rxu_client::qp_attr_mask as m;
+    let masked = |bit: u32, v: i32| if mask & bit != 0 { byte(v) } else { Ok(0) };
     Ok(QpAttr {
-        qp_state: byte(a.qp_state)?,
-        cur_qp_state: byte(a.cur_qp_state)?,
-        path_mtu: byte(a.path_mtu)?,
+        qp_state: masked(m::STATE, a.qp_state)?,
+        cur_qp_state: masked(m::CUR_STATE, a.cur_qp_state)?,
+        path_mtu: masked(m::PATH_MTU, a.path_mtu)?,
         qkey: a.qkey,
         rq_psn: a.rq_psn,
         sq_psn: a.sq_psn,
@@ -158,13 +163,21 @@ mod tests {
             timeout: 14,
             ..Default::default()
         };
-        let q = qp_attr_from_c(&c).unwrap();
+        let q = qp_attr_from_c(&c, u32::MAX).unwrap();
         let back = qp_attr_to_c(&q, &QpCap::default());
         assert_eq!(
             (back.qp_state, back.qkey, back.dest_qp_num),
             (3, 0x1111_1111, 0x12)
         );
         c.qp_state = 300;
-        assert_eq!(qp_attr_from_c(&c).err(), Some(libc::EINVAL));
+        assert_eq!(qp_attr_from_c(&c, u32::MAX).err(), Some(libc::EINVAL));
+        // Fields outside the mask are not judged (librdmacm's
+        // rdma_disconnect sets qp_state alone in an uninitialised attr).
+        c.qp_state = 6;
+        c.cur_qp_state = -12345;
+        c.path_mtu = 0x7777_7777;
+        let q = qp_attr_from_c(&c, 1).unwrap();
+        assert_eq!((q.qp_state, q.cur_qp_state, q.path_mtu), (6, 0, 0));
+        assert_eq!(qp_attr_from_c(&c, 1 | 0x100).err(), Some(libc::EINVAL));
     }
 }

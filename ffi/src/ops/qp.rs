@@ -186,7 +186,7 @@ pub unsafe extern "C" fn modify_qp(
         }
         // SAFETY: qp is ours; attr the caller's.
         let (q, a) = unsafe { (client_qp(qp)?, &*attr) };
-        let qa = qp_attr_from_c(a)?;
+        let qa = qp_attr_from_c(a, m)?;
         q.modify(&qa, m).map_err(client_err("modify_qp"))
     })
 }

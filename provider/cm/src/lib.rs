@@ -9,4 +9,5 @@
 //!   hands out MADs to send and events for their owners.
 #![forbid(unsafe_code)]
 
+pub mod engine;
 pub mod wire;

@@ -271,3 +271,17 @@ pub struct CmEventRecord {
     /// MULTICAST_JOIN / MULTICAST_ERROR: the group.
     pub mcast: Option<SocketAddr>,
 }
+
+/// One rdma_cm id, for `rxu status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CmIdStatus {
+    pub id: u32,
+    /// "TCP", "UDP", "IB", or the number.
+    pub ps: String,
+    /// The state's name (e.g. "listen", "established").
+    pub state: String,
+    pub local: Option<SocketAddr>,
+    pub remote: Option<SocketAddr>,
+    /// The QP the connection carries (0 before connect / accept).
+    pub qpn: u32,
+}

@@ -261,6 +261,8 @@ pub struct ClientStatus {
     pub cqs: u32,
     pub srqs: u32,
     pub qps: Vec<QpStatus>,
+    /// rdma_cm ids (clients of the ucma emulator).
+    pub cm_ids: Vec<cm::CmIdStatus>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

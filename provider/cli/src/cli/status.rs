@@ -9,6 +9,7 @@ use super::admin::AdminConn;
 use super::devices::{self, Found};
 use super::netif;
 use rxu_abi::paths;
+use rxu_abi::proto::cm::CmIdStatus;
 use rxu_abi::proto::{ClientStatus, PortAttr, QpStatus, Request, Response};
 
 /// What the daemon answered.
@@ -168,9 +169,32 @@ pub fn render_clients(clients: &[ClientStatus]) -> String {
             c.srqs,
             c.qps.len()
         );
+        if !c.cm_ids.is_empty() {
+            s.pop();
+            let _ = writeln!(s, ", {} rdma_cm ids", c.cm_ids.len());
+        }
         for q in &c.qps {
             let _ = writeln!(s, "        {}", qp_line(q));
         }
+        for id in &c.cm_ids {
+            let _ = writeln!(s, "        {}", cm_line(id));
+        }
+    }
+    s
+}
+
+/// One rdma_cm id: `cm 3 TCP listen 127.0.0.1:7174`,
+/// `cm 4 TCP established 127.0.0.1:7174 -> 127.0.0.2:41234 qp 17`.
+pub fn cm_line(c: &CmIdStatus) -> String {
+    let mut s = format!("cm {} {} {}", c.id, c.ps, c.state);
+    if let Some(l) = c.local {
+        let _ = write!(s, " {l}");
+    }
+    if let Some(r) = c.remote {
+        let _ = write!(s, " -> {r}");
+    }
+    if c.qpn != 0 {
+        let _ = write!(s, " qp {}", c.qpn);
     }
     s
 }
@@ -280,6 +304,29 @@ mod tests {
                                 dest: String::new(),
                             },
                         ],
+                        ..Default::default()
+                    },
+                    ClientStatus {
+                        pid: 778,
+                        cm_ids: vec![
+                            CmIdStatus {
+                                id: 1,
+                                ps: "TCP".into(),
+                                state: "listen".into(),
+                                local: Some("127.0.0.1:7174".parse().unwrap()),
+                                remote: None,
+                                qpn: 0,
+                            },
+                            CmIdStatus {
+                                id: 2,
+                                ps: "TCP".into(),
+                                state: "connect/established".into(),
+                                local: Some("127.0.0.1:7174".parse().unwrap()),
+                                remote: Some("127.0.0.2:40000".parse().unwrap()),
+                                qpn: 17,
+                            },
+                        ],
+                        ..Default::default()
                     },
                 ],
                 port: Some(PortAttr {
@@ -299,10 +346,13 @@ mod tests {
         let want = "\
 rxu0: uverbs2, daemon pid 4321, netdev lo, port ACTIVE, active_mtu 4096
     addresses: 127.0.0.1 ::1
-    clients: 1
+    clients: 2
       pid 777: 1 pd, 2 mr, 2 cq, 0 srq, 2 qp
         qp 17 RC RTS -> qp 18 at 127.0.0.1
         qp 19 UD RTS
+      pid 778: 0 pd, 0 mr, 0 cq, 0 srq, 0 qp, 2 rdma_cm ids
+        cm 1 TCP listen 127.0.0.1:7174
+        cm 2 TCP connect/established 127.0.0.1:7174 -> 127.0.0.2:40000 qp 17
 rxu0 port 1 ==> lo (Up)
 ";
         assert_eq!(out, want);

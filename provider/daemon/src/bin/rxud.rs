@@ -46,6 +46,13 @@ struct Args {
     /// N of the device's uverbsN in that tree.
     #[arg(long, requires = "sysfs")]
     uverbs: Option<u32>,
+    /// rdma_cm: the CM response timeout exponent (4.096 us * 2^N; the
+    /// kernel's is 20, about 4 s); tests shorten it.
+    #[arg(long)]
+    cm_response_timeout: Option<u8>,
+    /// rdma_cm: how often a REQ / REP / DREQ is retransmitted (kernel: 15).
+    #[arg(long)]
+    cm_retries: Option<u8>,
 }
 
 fn main() -> ExitCode {
@@ -60,6 +67,12 @@ fn main() -> ExitCode {
         .sysfs
         .zip(a.uverbs)
         .map(|(sysfs, uverbs)| NodeLoc { sysfs, uverbs });
+    if let Some(t) = a.cm_response_timeout {
+        cfg.cm_timing.cm_response_timeout = t.min(31);
+    }
+    if let Some(n) = a.cm_retries {
+        cfg.cm_timing.max_cm_retries = n.min(15);
+    }
     match daemon::run(cfg) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

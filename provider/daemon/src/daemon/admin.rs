@@ -6,6 +6,7 @@ use crate::mem::DeviceMemory;
 use crate::verbs;
 use rxu_abi::proto::{ClientStatus, Counter, QpStatus, Response};
 
+use super::cm::CmService;
 use super::counters::DaemonCounters;
 use super::log::info;
 use super::objects::Objects;
@@ -23,6 +24,7 @@ pub(super) fn status(
     objects: &Objects,
     endpoint: &Endpoint<DeviceMemory>,
     port: &Port,
+    cm: &CmService,
 ) -> Response {
     let clients = objects
         .sessions()
@@ -49,6 +51,7 @@ pub(super) fn status(
                     },
                 })
                 .collect(),
+            cm_ids: cm.status_of(s.id),
         })
         .collect();
     Response::Status {
@@ -65,6 +68,7 @@ pub(super) fn stats(
     e: &EngineCounters,
     port: &Port,
     d: &DaemonCounters,
+    cm: &CmService,
 ) -> Response {
     let m = endpoint.memory().stats();
     let mut device = vec![
@@ -133,6 +137,20 @@ pub(super) fn stats(
         counter("qp_dropped_pkts", t.dropped_pkts),
         counter("qkey_violations", t.qkey_violations),
     ]);
+    // rdma_cm: MADs by type, retries, rejects by reason, timeouts, drops.
+    device.push(counter("gsi_dropped", endpoint.gsi_dropped()));
+    device.push(counter("cm_events", cm.events_sent));
+    device.push(counter("cm_events_dropped", cm.events_dropped));
+    let (ids, conns) = cm.engine().object_counts();
+    device.push(counter("cm_ids", ids as u64));
+    device.push(counter("cm_connections", conns as u64));
+    device.extend(
+        cm.engine()
+            .counters()
+            .list()
+            .into_iter()
+            .map(|(name, value)| Counter { name, value }),
+    );
     let qps = objects
         .qpns()
         .into_iter()

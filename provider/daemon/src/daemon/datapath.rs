@@ -320,6 +320,8 @@ impl Device {
             if round == 0 {
                 work += self.consume();
             }
+            // MADs that reached QP 1, CM timers, and what the CM sends.
+            work += self.cm.pump(now, &mut self.endpoint);
             got?;
             let s = self.transmit_packets(now);
             work += r + s;

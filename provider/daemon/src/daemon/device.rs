@@ -13,11 +13,13 @@ use crate::verbs::{self, DeviceFacts};
 use rxu_abi::proto::Response;
 
 use super::admin;
+use super::cm::CmService;
 use super::counters::DaemonCounters;
 use super::log::{debug, info};
 use super::objects::Objects;
 use super::port::{Port, PortChange, PortView};
 use super::session::event;
+use rxu_cm::engine::CmTiming;
 
 /// The parts are the daemon module's to borrow apart (a request handler
 /// takes only those it needs); each part keeps its own fields private.
@@ -33,6 +35,8 @@ pub struct Device {
     /// Receive/transmit rounds per turn of the data path.
     pub(super) rounds: usize,
     pub(super) counters: DaemonCounters,
+    /// rdma_cm: the connection manager and its event channels.
+    pub(super) cm: CmService,
     /// A Shutdown request was accepted: the loop stops after replying.
     pub(super) shutdown: bool,
     /// Scratch space for one ring slot.
@@ -46,7 +50,9 @@ impl Device {
         let driver = UdpDriver::new(&cfg)?;
         let objects = Objects::new(verbs::device_attr(&facts));
         let port = Port::new(facts, driver.local_addr().ip());
+        let cm = CmService::new(&port, CmTiming::default(), local_port_range());
         Ok(Device {
+            cm,
             objects,
             port,
             endpoint,
@@ -56,6 +62,11 @@ impl Device {
             shutdown: false,
             slot_buf: vec![0u8; rxu_abi::ring::layout::MAX_SLOT_SIZE as usize],
         })
+    }
+
+    /// Replaces the CM (before any client came) with one using `timing`.
+    pub fn set_cm_timing(&mut self, timing: CmTiming) {
+        self.cm = CmService::new(&self.port, timing, local_port_range());
     }
 
     /// A client connected; returns its session id.
@@ -76,6 +87,8 @@ impl Device {
         else {
             return;
         };
+        self.cm.session_closed(std::time::Instant::now(), id);
+        self.cm.flush(&mut self.endpoint);
         let (nq, nc, ns, nm) = (s.qps.len(), s.cqs.len(), s.srqs.len(), s.mrs.len());
         self.counters.mr_deregistrations += nm as u64;
         for srq in s.srqs.values() {
@@ -116,6 +129,10 @@ impl Device {
             // Packets to an address that is no GID (any more) are not ours.
             self.endpoint.set_local_addrs(Some(self.port.addrs()));
         }
+        if c.gids_changed {
+            self.cm.set_local_addrs(&self.port);
+            self.cm.flush(&mut self.endpoint);
+        }
         if c.went_up || c.went_down {
             self.counters.port_changes += 1;
         }
@@ -140,12 +157,13 @@ impl Device {
     /// IBV_EVENT_DEVICE_FATAL to every application (see
     /// [`Objects::fatal_to_all`]).
     pub fn fatal_to_all(&mut self) {
+        self.cm.device_removal();
         self.objects.fatal_to_all();
     }
 
     /// What `rxu status` shows.
     pub fn status(&self) -> Response {
-        admin::status(&self.objects, &self.endpoint, &self.port)
+        admin::status(&self.objects, &self.endpoint, &self.port, &self.cm)
     }
 
     /// What `rxu stats` shows.
@@ -156,6 +174,7 @@ impl Device {
             &self.engine_counters(),
             &self.port,
             &self.counters,
+            &self.cm,
         )
     }
 
@@ -165,4 +184,17 @@ impl Device {
         c.add(self.driver.counters());
         c
     }
+}
+
+/// The kernel's ephemeral port range (`ip_local_port_range`), which
+/// rdma_cm also allocates from.
+fn local_port_range() -> (u16, u16) {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| {
+            let mut it = t.split_whitespace().map(|v| v.parse::<u16>().ok());
+            Some((it.next()??, it.next()??))
+        })
+        .filter(|(lo, hi)| lo <= hi && *lo > 0)
+        .unwrap_or((32768, 60999))
 }

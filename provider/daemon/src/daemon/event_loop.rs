@@ -172,11 +172,11 @@ impl Daemon {
             return Ok(());
         }
         let now = Instant::now();
-        let mut timeout = self
-            .dev
-            .endpoint
-            .poll_timeout()
-            .map(|d| d.saturating_duration_since(now));
+        let deadline = match (self.dev.endpoint.poll_timeout(), self.dev.cm.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mut timeout = deadline.map(|d| d.saturating_duration_since(now));
         if self.dev.has_backlog() {
             timeout = Some(timeout.map_or(BACKLOG_POLL, |t| t.min(BACKLOG_POLL)));
         }

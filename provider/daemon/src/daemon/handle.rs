@@ -35,7 +35,7 @@ impl Device {
                 close: true,
             };
         };
-        let (ready, admin) = (s.ready, s.admin);
+        let (ready, admin, cm_only) = (s.ready, s.admin, s.cm_only);
         let res = if !ready {
             match req {
                 Request::Hello {
@@ -54,10 +54,15 @@ impl Device {
                         fds,
                     },
                 ),
+                Request::CmHello { version, pid } => cm_hello(&mut self.objects, id, version, pid),
                 _ => refuse(libc::EPROTO, "the first request must be Hello"),
             }
         } else {
-            self.dispatch(id, admin, req, fds)
+            if cm_only {
+                self.dispatch_cm(id, req, fds)
+            } else {
+                self.dispatch(id, admin, req, fds)
+            }
         };
         match res {
             Ok(r) => r,
@@ -71,6 +76,26 @@ impl Device {
                     close: !ready,
                 }
             }
+        }
+    }
+
+    /// A connection of the ucma emulator: rdma_cm requests and queries.
+    fn dispatch_cm(&mut self, id: u32, req: Request, fds: Vec<OwnedFd>) -> Handled {
+        match req {
+            Request::Cm(r) => {
+                let now = std::time::Instant::now();
+                let reply = self.cm.handle(now, id, r, fds, &self.port);
+                self.cm.flush(&mut self.endpoint);
+                reply
+            }
+            Request::QueryDevice => Ok(Reply::ok(Response::Device(self.objects.attr().clone()))),
+            Request::QueryPort { port: 1 } => {
+                Ok(Reply::ok(Response::Port(self.port.attr().clone())))
+            }
+            _ => refuse(
+                libc::EPERM,
+                "an rdma_cm connection only sends rdma_cm requests and queries",
+            ),
         }
     }
 
@@ -106,7 +131,10 @@ impl Device {
             Request::Hello { .. } | Request::CmHello { .. } => {
                 refuse(libc::EINVAL, "Hello was already accepted")
             }
-            Request::Cm(_) => refuse(libc::ENOSYS, "rdma_cm is not served yet"),
+            Request::Cm(_) => refuse(
+                libc::EPERM,
+                "rdma_cm requests come on a connection opened with CmHello",
+            ),
             Request::QueryDevice => Ok(Reply::ok(Response::Device(o.attr().clone()))),
             Request::QueryPort { port: n } => {
                 if n != 1 {
@@ -218,6 +246,28 @@ struct Hello {
     pid: u32,
     admin: bool,
     fds: Vec<OwnedFd>,
+}
+
+/// Accepts an rdma_cm client: no fds, no memory; its ids live in the CM.
+fn cm_hello(objects: &mut Objects, id: u32, version: u32, pid: u32) -> Handled {
+    if version != PROTO_VERSION {
+        return refuse(
+            libc::EPROTONOSUPPORT,
+            format!("protocol version {version}, the daemon speaks {PROTO_VERSION}"),
+        );
+    }
+    let s = objects.session_mut(id)?;
+    if s.pid == 0 {
+        s.pid = pid;
+    }
+    s.cm_only = true;
+    s.ready = true;
+    debug!("client {id} (pid {}): rdma_cm connection", s.pid);
+    Ok(Reply::ok(Response::Hello {
+        device: String::new(),
+        client_id: id,
+        max_inline_data: 0,
+    }))
 }
 
 fn hello(

@@ -14,6 +14,7 @@
 //! follows its netdev).
 
 pub mod admin;
+pub mod cm;
 pub mod completion;
 pub mod counters;
 pub mod cq;
@@ -90,6 +91,7 @@ pub fn run(cfg: Config) -> Result<(), DaemonError> {
         .map_err(|e| setup::bind_error(&cfg, e))?;
     dev.port.set_node(cfg.node.clone());
     dev.port.set_all_addrs(cfg.all_addrs);
+    dev.set_cm_timing(cfg.cm_timing);
     // The port by the same rule rtnetlink events are judged by later.
     dev.refresh_port(false);
     let files = setup::RuntimeFiles::create(&cfg.name)?;

@@ -85,6 +85,8 @@ pub struct Session {
     pub admin: bool,
     /// Hello accepted.
     pub ready: bool,
+    /// Opened with CmHello: an rdma_cm client (the ucma emulator).
+    pub cm_only: bool,
     /// Where async events go (16-byte records).
     pub async_sock: Option<OwnedFd>,
     pub bell: Option<Doorbell>,
@@ -105,6 +107,7 @@ impl Session {
             pid,
             admin: false,
             ready: false,
+            cm_only: false,
             async_sock: None,
             bell: None,
             pds: BTreeSet::new(),

@@ -38,6 +38,8 @@ pub struct Config {
     /// Serve every address of the netdev, following adds and removes
     /// (the engine binds 0.0.0.0 and [::] on the netdev); else `addr` only.
     pub all_addrs: bool,
+    /// rdma_cm timers (the kernel's defaults unless a test shortens them).
+    pub cm_timing: rxu_cm::engine::CmTiming,
 }
 
 impl Config {
@@ -51,6 +53,7 @@ impl Config {
             max_spin: Duration::from_micros(50),
             node: None,
             all_addrs: false,
+            cm_timing: rxu_cm::engine::CmTiming::default(),
         }
     }
 }

@@ -1,0 +1,346 @@
+//! The device's rdma_cm service: the `rxu-cm` engine driven by the
+//! daemon. It takes the CM MADs that reach QP 1 and sends the engine's
+//! through the endpoint, runs the engine's timers with the data path's,
+//! answers the ucma emulator's requests (`Request::Cm`) and writes the
+//! engine's events to the event channel sockets the emulator attached.
+//!
+//! Owners: the engine tags each id with an opaque `Owner`; here it is
+//! (session, channel), so a migrated id just changes owner and a session
+//! that closes takes all of its ids with it (peers get DREQ / REJ).
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::Instant;
+
+use rxu_abi::proto::cm::{event, port_space, CmEventRecord, CmIdStatus, CmRequest, CmResponse};
+use rxu_abi::proto::{encode, Response};
+use rxu_cm::engine::{Cm, CmConfig, CmTiming, MadRx, Owner};
+use transport::engine::{Endpoint, GsiSend};
+use transport::qp::Memory;
+
+use super::log::{debug, warning};
+use super::port::Port;
+use super::reply::{refuse, Handled, Refused, Reply};
+use super::sys;
+
+/// The (session, channel) an id belongs to.
+pub fn owner(session: u32, channel: u32) -> Owner {
+    (u64::from(session) << 32) | u64::from(channel)
+}
+
+fn session_of(o: Owner) -> u32 {
+    (o >> 32) as u32
+}
+
+/// An attached event channel.
+struct Channel {
+    sock: OwnedFd,
+    tag: u32,
+}
+
+/// The CM of one device and the channels its events go to.
+pub struct CmService {
+    cm: Cm,
+    channels: HashMap<Owner, Channel>,
+    /// Events written / not written (channel gone or full).
+    pub events_sent: u64,
+    pub events_dropped: u64,
+}
+
+impl CmService {
+    pub fn new(port: &Port, timing: CmTiming, port_range: (u16, u16)) -> CmService {
+        let facts = port.facts();
+        let seed = facts.node_guid ^ u64::from(std::process::id()).rotate_left(32);
+        let cfg = CmConfig {
+            node_guid: facts.node_guid,
+            local_addrs: port.addrs().to_vec(),
+            mtu: port.mtu() as u8,
+            timing,
+            port_range,
+            seed: seed ^ now_nanos(),
+        };
+        CmService {
+            cm: Cm::new(cfg),
+            channels: HashMap::new(),
+            events_sent: 0,
+            events_dropped: 0,
+        }
+    }
+
+    pub fn engine(&self) -> &Cm {
+        &self.cm
+    }
+
+    /// The ids of `session`, for `rxu status`.
+    pub fn status_of(&self, session: u32) -> Vec<CmIdStatus> {
+        self.cm
+            .status()
+            .into_iter()
+            .filter(|s| session_of(s.owner) == session)
+            .map(|s| CmIdStatus {
+                id: s.id,
+                ps: ps_name(s.ps),
+                state: s.state,
+                local: Some(s.local),
+                remote: s.remote,
+                qpn: s.qpn,
+            })
+            .collect()
+    }
+
+    /// The device's addresses changed (ids bound to a vanished one hear
+    /// ADDR_CHANGE).
+    pub fn set_local_addrs(&mut self, port: &Port) {
+        self.cm.set_local_addrs(port.addrs());
+    }
+
+    /// One rdma_cm request of `session`.
+    pub fn handle(
+        &mut self,
+        now: Instant,
+        session: u32,
+        req: CmRequest,
+        fds: Vec<OwnedFd>,
+        port: &Port,
+    ) -> Handled {
+        let takes_fd = matches!(req, CmRequest::AttachChannel { .. });
+        if takes_fd != (fds.len() == 1) || fds.len() > 1 {
+            return refuse(libc::EINVAL, "wrong number of file descriptors");
+        }
+        let cm = &mut self.cm;
+        let ok = |r: CmResponse| Ok(Reply::ok(Response::Cm(r)));
+        match req {
+            CmRequest::QueryDevice => ok(CmResponse::Device {
+                name: port.name().to_owned(),
+                node_guid: port.facts().node_guid,
+                netdev: port.netdev().to_owned(),
+                addrs: port.addrs().to_vec(),
+            }),
+            CmRequest::AttachChannel { channel, tag } => {
+                let Some(sock) = fds.into_iter().next() else {
+                    return refuse(libc::EINVAL, "AttachChannel needs the channel socket");
+                };
+                if !sys::is_socket(sock.as_fd()) {
+                    return refuse(libc::EINVAL, "the channel fd is not a socket");
+                }
+                self.channels
+                    .insert(owner(session, channel), Channel { sock, tag });
+                ok(CmResponse::Ok)
+            }
+            CmRequest::DetachChannel { channel } => {
+                let o = owner(session, channel);
+                cm.destroy_owned(now, |x| x == o);
+                self.channels.remove(&o);
+                ok(CmResponse::Ok)
+            }
+            CmRequest::Bind {
+                channel,
+                ps,
+                qp_type,
+                addr,
+                reuseaddr,
+                afonly,
+                tos,
+            } => {
+                let o = owner(session, channel);
+                if !self.channels.contains_key(&o) {
+                    return refuse(libc::EINVAL, "no such event channel");
+                }
+                let (id, bound) = cm
+                    .bind(o, ps, qp_type, addr, reuseaddr, afonly, tos)
+                    .map_err(refused)?;
+                let route = cm.route(id).map_err(refused)?;
+                ok(CmResponse::Bound {
+                    id,
+                    addr: bound,
+                    route,
+                })
+            }
+            req => {
+                let id = id_of(&req);
+                // Another session's id is "no such id".
+                if id.is_some_and(|id| cm.owner_of(id).map(session_of) != Some(session)) {
+                    return refuse(libc::EINVAL, "no such rdma_cm id");
+                }
+                self.handle_id(now, session, req)
+            }
+        }
+    }
+
+    fn handle_id(&mut self, now: Instant, session: u32, req: CmRequest) -> Handled {
+        let cm = &mut self.cm;
+        let done = |r: Result<(), rxu_cm::engine::CmError>| {
+            r.map_err(refused)?;
+            Ok(Reply::ok(Response::Cm(CmResponse::Ok)))
+        };
+        match req {
+            CmRequest::Resolve { id, dst } => {
+                let route = cm.resolve(id, dst).map_err(refused)?;
+                Ok(Reply::ok(Response::Cm(CmResponse::Route(route))))
+            }
+            CmRequest::Listen { id, backlog } => done(cm.listen(id, backlog)),
+            CmRequest::Connect { id, param, ece } => done(cm.connect(now, id, &param, ece)),
+            CmRequest::Accept { id, param, ece } => done(cm.accept(now, id, param.as_ref(), ece)),
+            CmRequest::Reject {
+                id,
+                private_data,
+                reason,
+            } => done(cm.reject(now, id, &private_data, reason)),
+            CmRequest::Disconnect { id } => done(cm.disconnect(now, id)),
+            CmRequest::InitQpAttr { id, state } => {
+                let (mask, attr) = cm.init_qp_attr(id, state).map_err(refused)?;
+                Ok(Reply::ok(Response::Cm(CmResponse::QpAttr { mask, attr })))
+            }
+            CmRequest::SetOption { id, option } => done(cm.set_option(id, option)),
+            CmRequest::Notify { id, .. } => done(cm.route(id).map(|_| ())),
+            CmRequest::Migrate { id, channel } => {
+                let o = owner(session, channel);
+                if !self.channels.contains_key(&o) {
+                    return refuse(libc::EINVAL, "no such event channel");
+                }
+                done(self.cm.set_owner(id, o))
+            }
+            CmRequest::Destroy { id } => done(cm.destroy(now, id)),
+            CmRequest::JoinMcast { .. } | CmRequest::LeaveMcast { .. } => {
+                refuse(libc::ENOSYS, "rdma_cm multicast is not served yet")
+            }
+            CmRequest::QueryDevice
+            | CmRequest::AttachChannel { .. }
+            | CmRequest::DetachChannel { .. }
+            | CmRequest::Bind { .. } => refuse(libc::EINVAL, "handled above"),
+        }
+    }
+
+    /// A session went away: its ids are destroyed as rdma_destroy_id
+    /// would (DREQ for connections, REJ for pending ones), its channels
+    /// closed.
+    pub fn session_closed(&mut self, now: Instant, session: u32) {
+        self.cm.destroy_owned(now, |o| session_of(o) == session);
+        self.channels.retain(|o, _| session_of(*o) != session);
+    }
+
+    /// DEVICE_REMOVAL to every id (the device goes away under them).
+    pub fn device_removal(&mut self) {
+        let ids: Vec<(Owner, u32)> = self.cm.owned_ids().collect();
+        for (o, id) in ids {
+            let rec = CmEventRecord {
+                id,
+                event: event::DEVICE_REMOVAL,
+                ..CmEventRecord::default()
+            };
+            self.write_event(o, rec);
+        }
+    }
+
+    /// The engine's side of one turn: MADs that reached QP 1 in, due
+    /// timers, MADs out to the endpoint, events out to the channels.
+    /// Returns how much happened.
+    pub fn pump<M: Memory>(&mut self, now: Instant, endpoint: &mut Endpoint<M>) -> usize {
+        let mut work = 0;
+        while let Some(d) = endpoint.poll_gsi() {
+            let rx = MadRx {
+                src: d.src,
+                dst: d.dst,
+                hop_limit: d.hop_limit,
+                traffic_class: d.traffic_class,
+            };
+            self.cm.handle_mad(now, &rx, &d.payload);
+            work += 1;
+        }
+        if self.cm.poll_timeout().is_some_and(|t| t <= now) {
+            self.cm.handle_timeout(now);
+            work += 1;
+        }
+        work + self.flush(endpoint)
+    }
+
+    /// Moves what the engine produced (after a request, or a pump) to the
+    /// endpoint and the channels.
+    pub fn flush<M: Memory>(&mut self, endpoint: &mut Endpoint<M>) -> usize {
+        let mut work = 0;
+        while let Some(tx) = self.cm.poll_transmit() {
+            endpoint.send_gsi(GsiSend {
+                src: tx.src,
+                dst: tx.dst,
+                dst_qpn: tx.dst_qpn,
+                payload: tx.mad.to_vec(),
+            });
+            work += 1;
+        }
+        while let Some((o, rec)) = self.cm.poll_event() {
+            self.write_event(o, rec);
+            work += 1;
+        }
+        work
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.cm.poll_timeout()
+    }
+
+    fn write_event(&mut self, o: Owner, mut rec: CmEventRecord) {
+        let Some(ch) = self.channels.get(&o) else {
+            self.events_dropped += 1;
+            debug!("rdma_cm event {} for a closed channel dropped", rec.event);
+            return;
+        };
+        rec.tag = ch.tag;
+        let sent = match encode(&rec) {
+            Ok(buf) => sys::send_record(ch.sock.as_fd(), &buf),
+            Err(e) => {
+                warning!("rdma_cm event not encodable: {e}");
+                false
+            }
+        };
+        if sent {
+            self.events_sent += 1;
+        } else {
+            self.events_dropped += 1;
+        }
+    }
+}
+
+fn id_of(req: &CmRequest) -> Option<u32> {
+    match *req {
+        CmRequest::Resolve { id, .. }
+        | CmRequest::Listen { id, .. }
+        | CmRequest::Connect { id, .. }
+        | CmRequest::Accept { id, .. }
+        | CmRequest::Reject { id, .. }
+        | CmRequest::Disconnect { id }
+        | CmRequest::InitQpAttr { id, .. }
+        | CmRequest::SetOption { id, .. }
+        | CmRequest::Notify { id, .. }
+        | CmRequest::Migrate { id, .. }
+        | CmRequest::Destroy { id }
+        | CmRequest::JoinMcast { id, .. }
+        | CmRequest::LeaveMcast { id, .. } => Some(id),
+        CmRequest::QueryDevice
+        | CmRequest::AttachChannel { .. }
+        | CmRequest::DetachChannel { .. }
+        | CmRequest::Bind { .. } => None,
+    }
+}
+
+fn refused(e: rxu_cm::engine::CmError) -> Refused {
+    Refused {
+        errno: e.errno(),
+        msg: e.to_string(),
+    }
+}
+
+fn now_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn ps_name(ps: u16) -> String {
+    match ps {
+        port_space::TCP => "TCP".into(),
+        port_space::UDP => "UDP".into(),
+        port_space::IB => "IB".into(),
+        port_space::IPOIB => "IPoIB".into(),
+        n => format!("ps{n:#x}"),
+    }
+}
