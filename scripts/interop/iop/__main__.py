@@ -270,6 +270,9 @@ class Runner:
             self.rows.append(Row("ICRC (rxu decode)", "both", phase.label(),
                                  dec.ok() and not (dropped and int(dropped.group(1))),
                                  dec.figure(), detail))
+            if phase.cm:
+                self.rows.append(Row("CM counters (rxu stats)", "both", phase.label(),
+                                     *cmrun.cm_counters(rxu0, rxu1, dec)))
             cnt = checks.Counters(rxu0, rxu1, rxe0, rxe1, dec, phase.lossy, drops)
             self.rows.append(Row("counters", "both", phase.label(), cnt.ok(), cnt.figure(),
                                  "; ".join(cnt.problems)))

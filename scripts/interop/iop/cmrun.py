@@ -172,3 +172,41 @@ class CmRunner:
 def _tail(io, n=300):
     text = (io.out + io.err).strip()
     return ("…" + text[-n:]) if len(text) > n else text
+
+
+def cm_counters(before, after, decoded):
+    """(ok, figure, detail) of rxu's CM counters (`rxu stats`) over the
+    phase against the CM MADs on the wire: every MAD rxu put on the wire
+    counted as sent, every one of the kernel's counted as received or as a
+    duplicate/stale drop, none malformed or unknown."""
+    def d(key):
+        return int(after.get(key, 0)) - int(before.get(key, 0))
+
+    def total(pred):
+        return sum(d(k) for k in set(after) | set(before) if pred(k))
+
+    sent = total(lambda k: k.startswith("cm_") and k.endswith("_sent")
+                 and not k.startswith("cm_rej_sent_reason_"))
+    rcvd = total(lambda k: k.startswith("cm_") and k.endswith("_received")
+                 and not k.startswith("cm_rej_received_reason_"))
+    dup = d("cm_dropped_duplicate") + d("cm_dropped_stale")
+    bad = d("cm_dropped_malformed") + d("cm_dropped_unknown")
+    wire_h2g = sum(1 for src, _op, line in decoded.frames.values()
+                   if src == netns.HOST_IP and " CM " in line)
+    wire_g2h = sum(1 for src, _op, line in decoded.frames.values()
+                   if src == netns.GUEST_IP and " CM " in line)
+    problems = []
+    if sent != wire_h2g:
+        problems.append(f"rxu counted {sent} CM MADs sent, the wire carried {wire_h2g}")
+    if rcvd + dup != wire_g2h:
+        problems.append(f"rxu counted {rcvd} received + {dup} dropped as duplicate/stale, "
+                        f"the kernel sent {wire_g2h}")
+    if bad:
+        problems.append(f"{bad} of the kernel's MADs dropped as malformed or unknown")
+    rej = {k[len("cm_rej_sent_reason_"):]: d(k) for k in after
+           if k.startswith("cm_rej_sent_reason_") and d(k)}
+    timeouts = total(lambda k: k.startswith("cm_timeouts_"))
+    fig = (f"CM sent {sent} (wire {wire_h2g}), rcvd {rcvd}+{dup} dup (wire {wire_g2h}), "
+           f"retx {d('cm_retransmissions')}, timeouts {timeouts}, "
+           f"REJ sent {rej or 'none'}")
+    return not problems, fig, "; ".join(problems)
