@@ -9,6 +9,7 @@ that each case's CM MADs are there and named) and the counters of both
 sides are compared. Exit status 0 only when every row passed."""
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -250,6 +251,8 @@ class Runner:
             # Let retransmissions and last ACKs settle before counting.
             time.sleep(2)
             rxu1, rxe1 = self.dev.stats(), self.rxe_counters()
+            with open(os.path.join(logdir, "rxu-stats.json"), "w") as f:
+                json.dump({"before": rxu0, "after": rxu1}, f, indent=1)
             drops = netns.tap_tx_dropped() - drops0
             cap_err = cap.stop()
             if phase.lossy:
@@ -279,6 +282,8 @@ class Runner:
             if self.picker is not None:
                 self.picker.scan(pcap, dec)
         finally:
+            # The daemon's log goes with its runtime directory: keep it.
+            self.dev.keep_log(os.path.join(logdir, "rxud.log"))
             self.dev.down()
 
     def main(self):

@@ -4,6 +4,7 @@ packet capture of the tap."""
 import json
 import os
 import re
+import shutil
 
 from . import netns
 from .proc import Job, run, wait_until
@@ -52,6 +53,13 @@ class Device:
         port space `ps` (`cm 3 TCP listen 0.0.0.0:7174`)."""
         pat = re.compile(rf"\bcm \d+ {ps} listen\w* \S*:{port}\b", re.IGNORECASE)
         return bool(pat.search(self.status()))
+
+    def keep_log(self, dest):
+        """Copies the daemon's log (`rxu up` writes <runtime>/<name>.log)."""
+        try:
+            shutil.copyfile(os.path.join(self.runtime, f"{NAME}.log"), dest)
+        except OSError:
+            pass
 
     def down(self):
         run(netns.argv(self.rxu, "down", "--name", NAME, "--force"),
