@@ -3,3 +3,4 @@
 
 pub mod cm_mad;
 pub mod slots;
+pub mod ucma;

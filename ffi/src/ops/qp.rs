@@ -9,7 +9,8 @@ use rxu_client::{qp_attr_mask as mask, Qp, QpInit};
 
 use crate::abi::consts::{qp_init_attr_mask, send_ops};
 use crate::abi::{
-    IbvContext, IbvPd, IbvQp, IbvQpAttr, IbvQpInitAttr, IbvQpInitAttrEx, VerbsQpArea, VERBS_QP_EX,
+    IbvContext, IbvGid, IbvPd, IbvQp, IbvQpAttr, IbvQpInitAttr, IbvQpInitAttrEx, VerbsQpArea,
+    VERBS_QP_EX,
 };
 use crate::context::state::{state, CtxState};
 use crate::events::{self, Delivered, Kind};
@@ -218,6 +219,32 @@ pub unsafe extern "C" fn query_qp(
             }
         }
         Ok(())
+    })
+}
+
+/// `ibv_attach_mcast`: a UD QP receives a multicast group (RoCEv2: the
+/// IPv4 group of an IPv4-mapped GID). librdmacm calls it on
+/// MULTICAST_JOIN.
+pub unsafe extern "C" fn attach_mcast(qp: *mut IbvQp, gid: *const IbvGid, lid: u16) -> c_int {
+    guard::int_op("attach_mcast", || {
+        if gid.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: qp is ours; gid the caller's, checked non-null.
+        let (q, g) = unsafe { (client_qp(qp)?, (*gid).raw) };
+        q.attach_mcast(&g, lid).map_err(client_err("attach_mcast"))
+    })
+}
+
+/// `ibv_detach_mcast`.
+pub unsafe extern "C" fn detach_mcast(qp: *mut IbvQp, gid: *const IbvGid, lid: u16) -> c_int {
+    guard::int_op("detach_mcast", || {
+        if gid.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: qp is ours; gid the caller's, checked non-null.
+        let (q, g) = unsafe { (client_qp(qp)?, (*gid).raw) };
+        q.detach_mcast(&g, lid).map_err(client_err("detach_mcast"))
     })
 }
 

@@ -67,6 +67,14 @@ pub unsafe extern "C" fn query_device_ex(
         o.max_qp_init_rd_atom = clamp(d.max_qp_init_rd_atom);
         o.atomic_cap = clamp(d.atomic_cap);
         o.max_ah = clamp(d.max_ah);
+        // The transport's multicast limits (a socket per group in rxud).
+        let (groups, per_group) = (
+            transport::engine::mcast::MAX_GROUPS,
+            transport::engine::mcast::MAX_GROUP_QPS,
+        );
+        o.max_mcast_grp = groups as c_int;
+        o.max_mcast_qp_attach = per_group as c_int;
+        o.max_total_mcast_qp_attach = (groups * per_group) as c_int;
         o.max_srq = clamp(d.max_srq);
         o.max_srq_wr = clamp(d.max_srq_wr);
         o.max_srq_sge = clamp(d.max_srq_sge);

@@ -7,7 +7,7 @@
 use std::ffi::{c_int, c_void};
 
 use crate::abi::consts::REREG_MR_ERR_INPUT;
-use crate::abi::{IbvContext, IbvGid, IbvMr, IbvPd, IbvQp, IbvSge, IbvSrq, VerbsMr};
+use crate::abi::{IbvContext, IbvMr, IbvPd, IbvQp, IbvSge, IbvSrq, VerbsMr};
 use crate::guard::set_errno;
 use crate::log::unsupported;
 
@@ -37,7 +37,6 @@ stubs! {
     ptr alloc_mw(*mut IbvPd, c_int);
     ptr alloc_td(Ctx, V);
     int attach_counters_point_flow(V, V, V);
-    int attach_mcast(*mut IbvQp, *const IbvGid, u16);
     int bind_mw(*mut IbvQp, V, V);
     int close_xrcd(V);
     ptr create_counters(Ctx, V);
@@ -52,7 +51,6 @@ stubs! {
     int destroy_flow_action(V);
     int destroy_rwq_ind_table(V);
     int destroy_wq(V);
-    int detach_mcast(*mut IbvQp, *const IbvGid, u16);
     int free_dm(V);
     int get_srq_num(*mut IbvSrq, *mut u32);
     ptr import_dm(Ctx, u32);

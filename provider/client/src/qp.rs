@@ -204,6 +204,24 @@ impl Qp {
         }
     }
 
+    /// `ibv_attach_mcast`: this (UD) QP receives the group of `gid`.
+    pub fn attach_mcast(&self, gid: &[u8; 16], lid: u16) -> Result<()> {
+        self.ctx.call_ok(&Request::AttachMcast {
+            qp: self.qpn,
+            gid: *gid,
+            lid,
+        })
+    }
+
+    /// `ibv_detach_mcast`.
+    pub fn detach_mcast(&self, gid: &[u8; 16], lid: u16) -> Result<()> {
+        self.ctx.call_ok(&Request::DetachMcast {
+            qp: self.qpn,
+            gid: *gid,
+            lid,
+        })
+    }
+
     fn can_send(&self) -> bool {
         // As rxe: RESET, INIT and RTR refuse sends.
         self.state() >= QpState::Rts as u8

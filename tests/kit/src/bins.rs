@@ -31,7 +31,8 @@ pub fn built() -> &'static Path {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
         cmd.args([
-            "build", "-q", "-p", "rxud", "-p", "rxu-cli", "-p", "ffi", "--bins", "--lib",
+            "build", "-q", "-p", "rxud", "-p", "rxu-cli", "-p", "ffi", "-p", "rxu-ucma", "--bins",
+            "--lib",
         ]);
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
@@ -43,7 +44,7 @@ pub fn built() -> &'static Path {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        for f in ["rxu", "rxud", "librxu.so"] {
+        for f in ["rxu", "rxud", "librxu.so", "librxu_ucma.so"] {
             if !dir.join(f).is_file() {
                 return Err(format!("{} missing after the build", dir.join(f).display()));
             }
@@ -70,4 +71,9 @@ pub fn rxu() -> PathBuf {
 /// loads it as `librxu-rdmav34.so` (see [`crate::tools::Dev`]).
 pub fn provider_lib() -> PathBuf {
     built().join("librxu.so")
+}
+
+/// The ucma emulator (`librxu_ucma.so`) an rdma_cm program preloads.
+pub fn ucma_lib() -> PathBuf {
+    built().join("librxu_ucma.so")
 }

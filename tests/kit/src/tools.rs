@@ -67,6 +67,10 @@ impl Dev {
             "RDMAV_DRIVERS".into(),
             rt.join("librxu").display().to_string(),
         );
+        // rdma_cm programs: the ucma emulator, a private copy as well.
+        let ucma = rt.join("librxu-ucma.so");
+        std::fs::copy(bins::ucma_lib(), &ucma).unwrap();
+        env.insert("LD_PRELOAD".into(), ucma.display().to_string());
         Some(Dev {
             name: name.to_owned(),
             addr: addr.to_owned(),
@@ -152,6 +156,83 @@ impl Dev {
             client,
             listening,
         }
+    }
+
+    /// An rdma_cm server on this device and its client on `client` (this
+    /// device again, or another): the client starts once `rxu status`
+    /// shows an rdma_cm id listening on `port` here.
+    pub fn cm_pair(
+        &self,
+        client: &Dev,
+        prog: &str,
+        server_args: &[&str],
+        client_args: &[&str],
+        port: u16,
+        limit: Duration,
+    ) -> Pair {
+        self.cm_pair_programs(
+            client,
+            (prog, server_args),
+            (prog, client_args),
+            port,
+            limit,
+        )
+    }
+
+    /// Like [`Dev::cm_pair`] with different server and client programs.
+    pub fn cm_pair_programs(
+        &self,
+        client: &Dev,
+        server_prog: (&str, &[&str]),
+        client_prog: (&str, &[&str]),
+        port: u16,
+        limit: Duration,
+    ) -> Pair {
+        let mut s = self.cmd(server_prog.0);
+        s.args(server_prog.1);
+        let server = spawn(s);
+        let listening = self.wait_cm_listen(port, Duration::from_secs(10));
+        let mut c = client.cmd(client_prog.0);
+        c.args(client_prog.1);
+        let client = listening.then(|| spawn(c)).map(|c| {
+            let what = format!("client: {} {}", client_prog.0, client_prog.1.join(" "));
+            Run::finish(c, limit, what)
+        });
+        let what = format!("server: {} {}", server_prog.0, server_prog.1.join(" "));
+        let server = Run::finish(server, limit, what);
+        Pair {
+            server,
+            client,
+            listening,
+        }
+    }
+
+    /// Waits (at most `limit`) until an rdma_cm id listens on `port` of
+    /// this device.
+    pub fn wait_cm_listen(&self, port: u16, limit: Duration) -> bool {
+        let want = format!(":{port}");
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            if self
+                .status()
+                .lines()
+                .any(|l| l.contains(" listen ") && l.trim_end().ends_with(&want))
+            {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// `rxu status` of this device.
+    pub fn status(&self) -> String {
+        let out = Command::new(&self.rxu)
+            .arg("status")
+            .env("RXU_RUNTIME_DIR", &self.rt)
+            .output()
+            .expect("run rxu status");
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// Starts a program with the device's environment; its output is

@@ -191,6 +191,16 @@ pub enum EngineError {
     QpnExhausted,
     #[error("invalid configuration: {0}")]
     Config(&'static str),
+    /// Multicast: the group is no IPv4 multicast address (RoCEv2 maps
+    /// only those to IP groups).
+    #[error("{0} is not an IPv4 multicast group")]
+    NotMulticast(std::net::IpAddr),
+    #[error("QP {0:#x} is not a UD QP")]
+    NotUd(u32),
+    #[error("QP {0:#x} is not attached to {1}")]
+    NotAttached(u32, std::net::IpAddr),
+    #[error("{0} groups joined: no room for another")]
+    TooManyGroups(usize),
     #[error(transparent)]
     Qp(#[from] QpError),
 }

@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use super::config::{EngineCounters, EngineError, QpSpec};
 use super::gsi::{Gsi, GsiDatagram, GsiSend, GSI_QPN};
+use super::mcast::{self, Groups, MCAST_QPN};
 use crate::qp::{
     Completion, CqSide, Env, Memory, Qp, QpAttr, QpConfig, QpEvent, QpTuning, RecvSource, RecvWqe,
     RxMeta, SendWqe, Transmit,
@@ -129,6 +130,8 @@ pub struct Endpoint<M: Memory> {
     accept: Option<Vec<IpAddr>>,
     /// QP 1: connection-manager MADs in and out.
     gsi: Gsi,
+    /// Multicast groups and the UD QPs attached to each.
+    groups: Groups,
     counters: EngineCounters,
 }
 
@@ -150,6 +153,7 @@ impl<M: Memory> Endpoint<M> {
             next_srq: 1,
             accept: None,
             gsi: Gsi::default(),
+            groups: Groups::default(),
             counters: EngineCounters::default(),
         })
     }
@@ -210,6 +214,34 @@ impl<M: Memory> Endpoint<M> {
     /// Datagrams to QP 1 dropped (not UD SEND, wrong Q_Key, queue full).
     pub fn gsi_dropped(&self) -> u64 {
         self.gsi.dropped
+    }
+
+    // ---------------------------------------------------------- multicast
+
+    /// `ibv_attach_mcast`: UD QP `qpn` receives the packets sent to
+    /// `group` (an IPv4 multicast address, or its IPv4-mapped GID) with
+    /// DestQP 0xFFFFFF. Attaching twice is not an error (as rxe).
+    pub fn attach_mcast(&mut self, qpn: u32, group: IpAddr) -> Result<(), EngineError> {
+        let slot = self.qps.get(&qpn).ok_or(EngineError::NoQp(qpn))?;
+        if slot.qp.config().qp_type != crate::qp::QpType::Ud {
+            return Err(EngineError::NotUd(qpn));
+        }
+        self.groups.attach(qpn, group)
+    }
+
+    /// `ibv_detach_mcast`; EngineError::NotAttached if it was not.
+    pub fn detach_mcast(&mut self, qpn: u32, group: IpAddr) -> Result<(), EngineError> {
+        self.groups.detach(qpn, group)
+    }
+
+    /// The groups some QP is attached to (the driver must receive them).
+    pub fn mcast_groups(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        self.groups.addrs()
+    }
+
+    /// The QPs attached to `group`.
+    pub fn mcast_members(&self, group: IpAddr) -> &[u32] {
+        self.groups.members(mcast::group_key(group))
     }
 
     // ---------------------------------------------------------------- QPs
@@ -308,6 +340,7 @@ impl<M: Memory> Endpoint<M> {
         self.after_activity(qpn, cqs);
         self.qps.remove(&qpn);
         self.active.retain(|&q| q != qpn);
+        self.groups.forget_qp(qpn);
         Ok(())
     }
 
@@ -405,7 +438,7 @@ impl<M: Memory> Endpoint<M> {
             return;
         };
         if let Some(acc) = &self.accept {
-            if !acc.contains(&dst) {
+            if !acc.contains(&dst) && !self.groups.has(dst) {
                 self.counters.not_local += 1;
                 return;
             }
@@ -420,6 +453,10 @@ impl<M: Memory> Endpoint<M> {
             }
         }
         let qpn = pkt.hdr.bth.dest_qpn;
+        if qpn == MCAST_QPN || mcast::is_group(dst) {
+            self.deliver_mcast(now, &pkt, meta, dst, cqs);
+            return;
+        }
         if qpn == GSI_QPN {
             let hop_limit = meta.ttl.unwrap_or(64);
             let tc = meta.tos.unwrap_or(0);
@@ -451,6 +488,51 @@ impl<M: Memory> Endpoint<M> {
         };
         slot.qp.handle_packet(now, &pkt, &rx, &mut env);
         self.after_activity(qpn, cqs);
+    }
+
+    /// A packet to a multicast group: a copy to every QP attached to it
+    /// (each checks its Q_Key as for any UD packet). DestQP must be
+    /// 0xFFFFFF and the destination a group; anything else is dropped.
+    fn deliver_mcast(
+        &mut self,
+        now: Instant,
+        pkt: &Packet<'_>,
+        meta: &RecvMeta,
+        dst: IpAddr,
+        cqs: &mut impl CqSink,
+    ) {
+        let group = mcast::group_key(dst);
+        let n = self.groups.members(group).len();
+        if pkt.hdr.bth.dest_qpn != MCAST_QPN || n == 0 {
+            self.counters.unknown_qp += 1;
+            return;
+        }
+        let rx = RxMeta {
+            src: meta.src.ip(),
+            src_port: meta.src.port(),
+            dst,
+            tos: meta.tos.unwrap_or(0),
+            ttl: meta.ttl.unwrap_or(64),
+        };
+        // Indexed: delivering cannot change the member list.
+        for i in 0..n {
+            let Some(&qpn) = self.groups.members(group).get(i) else {
+                break;
+            };
+            let Some(slot) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            let srq = slot
+                .srq
+                .and_then(|id| self.srqs.get_mut(&id))
+                .map(|s| s as &mut dyn RecvSource);
+            let mut env = Env {
+                mem: &mut self.mem,
+                srq,
+            };
+            slot.qp.handle_packet(now, pkt, &rx, &mut env);
+            self.after_activity(qpn, cqs);
+        }
     }
 
     // ------------------------------------------------------------- timers
@@ -814,5 +896,171 @@ mod tests {
             (1, 1, 1, 1, 1),
             "{c:?}"
         );
+    }
+
+    /// A UD QP on `e` in RTS with Q_Key `qkey` and one 256-byte receive
+    /// posted; returns the QPN (also the receive's wr_id) and its lkey.
+    fn ud_qp_mem(
+        e: &mut Endpoint<BufferMemory>,
+        qkey: u32,
+        cqs: &mut VecDeque<(u32, Completion)>,
+    ) -> (u32, u32) {
+        let spec = QpSpec {
+            qp_type: QpType::Ud,
+            pd: 1,
+            send_cq: 7,
+            recv_cq: 8,
+            srq: None,
+            sq_sig_all: false,
+            max_send_wr: 16,
+            max_recv_wr: 16,
+        };
+        let q = e.create_qp(spec).unwrap();
+        for a in [
+            QpAttr {
+                state: Some(QpState::Init),
+                qkey: Some(qkey),
+                ..QpAttr::default()
+            },
+            QpAttr {
+                state: Some(QpState::Rtr),
+                ..QpAttr::default()
+            },
+            QpAttr {
+                state: Some(QpState::Rts),
+                sq_psn: Some(Psn::new(1)),
+                ..QpAttr::default()
+            },
+        ] {
+            e.modify_qp(q, &a, cqs).unwrap();
+        }
+        let va = VA + u64::from(q) * 0x1000;
+        let lkey = e
+            .memory_mut()
+            .register(1, va, vec![0; 256], access::LOCAL_WRITE);
+        let sges = vec![Sge {
+            addr: va,
+            length: 256,
+            lkey,
+        }];
+        e.post_recv(
+            q,
+            RecvWqe {
+                wr_id: u64::from(q),
+                sges,
+            },
+            cqs,
+        )
+        .unwrap();
+        (q, lkey)
+    }
+
+    fn ud_qp(
+        e: &mut Endpoint<BufferMemory>,
+        qkey: u32,
+        cqs: &mut VecDeque<(u32, Completion)>,
+    ) -> u32 {
+        ud_qp_mem(e, qkey, cqs).0
+    }
+
+    #[test]
+    fn a_datagram_to_a_group_reaches_every_attached_qp_once() {
+        const QKEY: u32 = 0x0123_4567;
+        let group = Ipv4Addr::new(239, 1, 2, 3);
+        let now = Instant::now();
+        let (mut ca, mut cb) = (VecDeque::new(), VecDeque::new());
+        let mut a = Endpoint::new(0x11, BufferMemory::new()).unwrap();
+        let mut b = Endpoint::new(0x40, BufferMemory::new()).unwrap();
+        b.set_local_addrs(Some(&[IpAddr::V4(B)]));
+        let sender = ud_qp(&mut a, QKEY, &mut ca);
+        let ((m1, k1), (m2, k2), gone, other_key) = (
+            ud_qp_mem(&mut b, QKEY, &mut cb),
+            ud_qp_mem(&mut b, QKEY, &mut cb),
+            ud_qp(&mut b, QKEY, &mut cb),
+            ud_qp(&mut b, 0x77, &mut cb),
+        );
+        let mapped = IpAddr::V6(group.to_ipv6_mapped());
+        for q in [m1, m2, gone, other_key] {
+            b.attach_mcast(q, mapped).unwrap();
+        }
+        b.attach_mcast(m1, IpAddr::V4(group)).unwrap();
+        b.detach_mcast(gone, IpAddr::V4(group)).unwrap();
+        assert_eq!(b.mcast_groups().collect::<Vec<_>>(), [IpAddr::V4(group)]);
+        let ld = a.memory_mut().register(1, VA, b"to the group".to_vec(), 0);
+        let w = SendWqe {
+            wr_id: 1,
+            op: SendOp::Send,
+            flags: send_flags::SIGNALED,
+            payload: Payload::Sges(vec![Sge {
+                addr: VA,
+                length: 12,
+                lkey: ld,
+            }]),
+            ud: Some(crate::qp::UdDest {
+                addr: IpAddr::V4(group),
+                qpn: MCAST_QPN,
+                qkey: QKEY,
+            }),
+        };
+        a.post_send(sender, w, &mut ca).unwrap();
+        let mut wa = wire(A);
+        a.poll_transmit(now, &mut wa, &mut ca);
+        assert_eq!(wa.out.len(), 1);
+        let (t, p) = &wa.out[0];
+        assert_eq!(t.dst, IpAddr::V4(group));
+        // A group no QP of this device joined is not local.
+        b.handle_datagram(now, &meta(A, Ipv4Addr::new(239, 9, 9, 9)), p, &mut cb);
+        assert_eq!(b.counters().not_local, 1);
+        b.handle_datagram(now, &meta(A, group), p, &mut cb);
+        let mut got: Vec<(u32, u64, u32)> = cb
+            .drain(..)
+            .map(|(cq, c)| (cq, c.wr_id, c.src_qp))
+            .collect();
+        got.sort_unstable();
+        assert_eq!(
+            got,
+            [(8, u64::from(m1), sender), (8, u64::from(m2), sender)]
+        );
+        for k in [k1, k2] {
+            let r = b.memory().region(k).unwrap();
+            assert_eq!(&r.data[40..52], b"to the group");
+        }
+        assert_eq!(b.qp(other_key).unwrap().counters().qkey_violations, 1);
+        // The same packet to a unicast QP number of the group is dropped.
+        let mut unicast = p.clone();
+        unicast[5..8].copy_from_slice(&m1.to_be_bytes()[1..]);
+        fill_icrc(&IcrcIp::v4(A, group), PORT, PORT, &mut unicast).unwrap();
+        b.handle_datagram(now, &meta(A, group), &unicast, &mut cb);
+        // Destroyed QPs leave their groups; with none left, the group is gone.
+        for q in [m1, m2, other_key] {
+            b.destroy_qp(q, &mut cb).unwrap();
+        }
+        assert_eq!(b.mcast_groups().count(), 0);
+        b.handle_datagram(now, &meta(A, group), p, &mut cb);
+        assert!(cb.is_empty(), "{cb:?}");
+        assert_eq!((b.counters().unknown_qp, b.counters().not_local), (1, 2));
+    }
+
+    #[test]
+    fn only_ud_qps_attach_and_only_to_ipv4_groups() {
+        let (_, _, mut b, qb) = rc_pair();
+        let g: IpAddr = "239.1.1.1".parse().unwrap();
+        assert!(matches!(b.attach_mcast(qb, g), Err(EngineError::NotUd(_))));
+        assert!(matches!(
+            b.attach_mcast(999, g),
+            Err(EngineError::NoQp(999))
+        ));
+        let mut cqs = VecDeque::new();
+        let u = ud_qp(&mut b, 1, &mut cqs);
+        for bad in ["10.1.1.1", "ff02::1"] {
+            assert!(matches!(
+                b.attach_mcast(u, bad.parse().unwrap()),
+                Err(EngineError::NotMulticast(_))
+            ));
+        }
+        assert!(matches!(
+            b.detach_mcast(u, g),
+            Err(EngineError::NotAttached(..))
+        ));
     }
 }

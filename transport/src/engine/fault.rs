@@ -323,6 +323,10 @@ impl Faulty {
         &self.inner
     }
 
+    pub fn inner_mut(&mut self) -> &mut UdpDriver {
+        &mut self.inner
+    }
+
     /// What the send-path and receive-path injectors did.
     pub fn counters(&self) -> (FaultCounters, FaultCounters) {
         (

@@ -55,6 +55,13 @@ impl Io {
             Io::Faulty(f) => f.inner(),
         }
     }
+
+    fn driver_mut(&mut self) -> &mut UdpDriver {
+        match self {
+            Io::Plain(d) => d,
+            Io::Faulty(f) => f.inner_mut(),
+        }
+    }
 }
 
 /// An endpoint, its driver and a loop. See the module documentation.
@@ -182,7 +189,36 @@ impl<M: Memory> Engine<M> {
     }
 
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), EngineError> {
-        self.endpoint.destroy_qp(qpn, &mut self.done)
+        self.endpoint.destroy_qp(qpn, &mut self.done)?;
+        // A destroyed QP left its groups.
+        self.sync_groups()
+    }
+
+    /// `ibv_attach_mcast`: the QP receives `group` (see
+    /// [`Endpoint::attach_mcast`]); the driver joins the IP group.
+    pub fn attach_mcast(&mut self, qpn: u32, group: IpAddr) -> Result<(), EngineError> {
+        let was = self.endpoint.mcast_members(group).contains(&qpn);
+        self.endpoint.attach_mcast(qpn, group)?;
+        if let Err(e) = self.sync_groups() {
+            if !was {
+                let _ = self.endpoint.detach_mcast(qpn, group);
+                let _ = self.sync_groups();
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// `ibv_detach_mcast`; the driver leaves a group no QP is attached to.
+    pub fn detach_mcast(&mut self, qpn: u32, group: IpAddr) -> Result<(), EngineError> {
+        self.endpoint.detach_mcast(qpn, group)?;
+        self.sync_groups()
+    }
+
+    /// The IP groups the driver receives: those some QP is attached to.
+    fn sync_groups(&mut self) -> Result<(), EngineError> {
+        let want = super::mcast::ipv4_groups(self.endpoint.mcast_groups());
+        self.io.driver_mut().sync_groups(&want)
     }
 
     pub fn post_send(&mut self, qpn: u32, wqe: SendWqe) -> Result<(), EngineError> {

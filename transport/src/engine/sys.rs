@@ -154,6 +154,109 @@ pub fn set_recv_tos_ttl(fd: RawFd, v6: bool) -> io::Result<()> {
     }
 }
 
+/// `struct ip_mreqn` options (IP_ADD_MEMBERSHIP, IP_DROP_MEMBERSHIP,
+/// IP_MULTICAST_IF): `group` (unspecified for IP_MULTICAST_IF), the
+/// interface by its address and/or index (0: by address).
+fn set_mreqn(
+    fd: RawFd,
+    name: libc::c_int,
+    group: Ipv4Addr,
+    iface: Ipv4Addr,
+    ifindex: u32,
+) -> io::Result<()> {
+    let m = libc::ip_mreqn {
+        imr_multiaddr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(group.octets()),
+        },
+        imr_address: libc::in_addr {
+            s_addr: u32::from_ne_bytes(iface.octets()),
+        },
+        imr_ifindex: ifindex as libc::c_int,
+    };
+    // SAFETY: `m` lives for the duration of the call and its size is
+    // passed; the kernel only reads it.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_IP,
+            name,
+            (&m as *const libc::ip_mreqn).cast(),
+            size_of::<libc::ip_mreqn>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The interface a device's multicast goes through: its address (a
+/// specific binding) or its index (a netdev binding), as `ip_mreqn` has it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct McastIf {
+    pub addr: Ipv4Addr,
+    pub ifindex: u32,
+}
+
+/// Joins (`join`) or leaves IPv4 multicast `group` on the interface.
+pub fn set_membership(fd: RawFd, group: Ipv4Addr, via: McastIf, join: bool) -> io::Result<()> {
+    let name = if join {
+        libc::IP_ADD_MEMBERSHIP
+    } else {
+        libc::IP_DROP_MEMBERSHIP
+    };
+    set_mreqn(fd, name, group, via.addr, via.ifindex)
+}
+
+/// The sending side of IPv4 multicast: out through the interface, looped
+/// back to local members (other devices and processes of this host), with
+/// TTL `ttl`; and receive only the groups this socket joined (not every
+/// group someone on the host joined, the default).
+pub fn set_multicast_send(fd: RawFd, via: McastIf, ttl: u8) -> io::Result<()> {
+    set_mreqn(
+        fd,
+        libc::IP_MULTICAST_IF,
+        Ipv4Addr::UNSPECIFIED,
+        via.addr,
+        via.ifindex,
+    )?;
+    setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_MULTICAST_LOOP, 1)?;
+    setsockopt_int(
+        fd,
+        libc::IPPROTO_IP,
+        libc::IP_MULTICAST_TTL,
+        libc::c_int::from(ttl),
+    )?;
+    set_multicast_all(fd, false)
+}
+
+/// IP_MULTICAST_ALL: whether a socket bound to the group's port receives
+/// groups it did not join itself.
+pub fn set_multicast_all(fd: RawFd, on: bool) -> io::Result<()> {
+    setsockopt_int(
+        fd,
+        libc::IPPROTO_IP,
+        libc::IP_MULTICAST_ALL,
+        libc::c_int::from(on),
+    )
+}
+
+/// SO_REUSEADDR: several sockets of the host (devices, processes) bind
+/// one group and port, each receiving a copy.
+pub fn set_reuseaddr(fd: RawFd) -> io::Result<()> {
+    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)
+}
+
+/// The index of a network interface (0 if there is none of that name).
+pub fn if_index(name: &str) -> u32 {
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return 0;
+    };
+    // SAFETY: `c` is a NUL-terminated string that outlives the call.
+    unsafe { libc::if_nametoindex(c.as_ptr()) }
+}
+
 /// UDP GRO on receive.
 pub fn set_udp_gro(fd: RawFd, on: bool) -> io::Result<()> {
     setsockopt_int(fd, libc::SOL_UDP, UDP_GRO, libc::c_int::from(on))
@@ -672,7 +775,9 @@ fn build_send_cmsgs(buf: &mut CmsgBuf, gso_size: u16, src: Option<IpAddr>) -> us
 /// Waits until `fds[i].0` is readable (or writable where `fds[i].1`), or
 /// `timeout` passes (`None` = no limit). Returns whether any fd is ready.
 pub fn wait(fds: &[(RawFd, bool)], timeout: Option<Duration>) -> io::Result<bool> {
-    const MAX_FDS: usize = 16;
+    // The driver's sockets (2 + one per multicast group) and the extra
+    // descriptors of its caller.
+    const MAX_FDS: usize = 2 + 64 + 14;
     // SAFETY: pollfd is a plain C struct; zero is valid.
     let mut p: [libc::pollfd; MAX_FDS] = unsafe { zeroed() };
     let n = fds.len().min(MAX_FDS);

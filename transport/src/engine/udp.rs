@@ -12,7 +12,7 @@
 //! owner of the receive queues posts what its clients posted so far.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
@@ -20,7 +20,8 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::config::{EngineConfig, EngineCounters, EngineError, GRO_BATCH};
 use super::endpoint::{RecvMeta, TransmitSink};
-use super::sys;
+use super::mcast::MAX_GROUPS;
+use super::sys::{self, McastIf};
 use super::tx::Out;
 use crate::qp::Transmit;
 use crate::wire::MAX_PACKET;
@@ -35,6 +36,10 @@ const GRO_SLOT: usize = 65536;
 const RX_CHECK_EVERY: usize = 64;
 /// Most file descriptors [`UdpDriver::wait`] watches besides its sockets.
 pub const MAX_WAIT_EXTRA: usize = 14;
+/// Receive batch of a multicast group's socket (groups carry little).
+const GROUP_BATCH: usize = 8;
+/// TTL of multicast packets: rdma_cm's hop limit for RoCEv2 groups.
+const MCAST_TTL: u8 = 64;
 
 /// One socket's receive side: its batch and how much of it waits to be
 /// dispatched.
@@ -53,6 +58,17 @@ struct V6Side {
     rx: Rx,
 }
 
+/// A multicast group the driver receives. A socket bound to a unicast
+/// address never sees datagrams sent to a group, so each group has its
+/// own socket bound to group:port (SO_REUSEADDR: other devices and
+/// processes of the host bind it too and each gets a copy), joined on the
+/// device's interface. A driver bound to the IPv4 wildcard joins on its
+/// own socket instead (it receives the group's datagrams already).
+struct Group {
+    addr: Ipv4Addr,
+    own: Option<(Socket, Rx)>,
+}
+
 /// Owns the UDP sockets of one device. See the module documentation.
 pub struct UdpDriver {
     sock: Socket,
@@ -67,6 +83,12 @@ pub struct UdpDriver {
     /// full (the check is a system call: not for every small batch).
     sent_unchecked: usize,
     counters: EngineCounters,
+    /// Multicast: the interface (None: the driver serves no IPv4), the
+    /// groups received, and what a group socket needs of the
+    /// configuration.
+    mcast_if: Option<McastIf>,
+    groups: Vec<Group>,
+    group_cfg: EngineConfig,
 }
 
 impl UdpDriver {
@@ -123,7 +145,22 @@ impl UdpDriver {
         } else {
             None
         };
+        // Multicast goes out through the device's interface: its address,
+        // or for a wildcard bound to a netdev, that netdev.
+        let ifindex = cfg.bind_device.as_deref().map_or(0, sys::if_index);
+        // An interface that refuses multicast leaves the device without it
+        // (joins then fail), not without unicast.
+        let mcast_if = match local.ip() {
+            IpAddr::V4(a) if !a.is_unspecified() || ifindex != 0 => {
+                Some(McastIf { addr: a, ifindex })
+            }
+            _ => None,
+        }
+        .filter(|&via| sys::set_multicast_send(fd, via, MCAST_TTL).is_ok());
         Ok(UdpDriver {
+            mcast_if,
+            groups: Vec::new(),
+            group_cfg: cfg.clone(),
             sock,
             local,
             v6: v6side,
@@ -172,12 +209,22 @@ impl UdpDriver {
         if let Some(v) = &mut self.v6 {
             recv_on(v.sock.as_raw_fd(), &mut v.rx, &mut self.counters)?;
         }
+        for g in &mut self.groups {
+            if let Some((s, rx)) = &mut g.own {
+                recv_on(s.as_raw_fd(), rx, &mut self.counters)?;
+            }
+        }
         Ok(self.received())
     }
 
     /// Datagrams received and not yet dispatched.
     pub fn received(&self) -> usize {
-        self.rx.pending + self.v6.as_ref().map_or(0, |v| v.rx.pending)
+        let groups: usize = self
+            .groups
+            .iter()
+            .filter_map(|g| g.own.as_ref().map(|(_, rx)| rx.pending))
+            .sum();
+        self.rx.pending + self.v6.as_ref().map_or(0, |v| v.rx.pending) + groups
     }
 
     /// Hands every packet received by [`UdpDriver::recv`] to `handle`
@@ -188,7 +235,91 @@ impl UdpDriver {
         if let Some(v) = &mut self.v6 {
             n += dispatch_from(&mut v.rx, port, None, &mut self.counters, &mut handle);
         }
+        for g in &mut self.groups {
+            if let Some((_, rx)) = &mut g.own {
+                let ip = Some(IpAddr::V4(g.addr));
+                n += dispatch_from(rx, port, ip, &mut self.counters, &mut handle);
+            }
+        }
         n
+    }
+
+    // --------------------------------------------------------- multicast
+
+    /// The IPv4 multicast groups received.
+    pub fn groups(&self) -> impl Iterator<Item = Ipv4Addr> + '_ {
+        self.groups.iter().map(|g| g.addr)
+    }
+
+    /// Receives exactly the groups of `want` from now on: joins those
+    /// not joined yet, leaves the others. On an error the groups joined
+    /// so far stay and the error says which failed.
+    pub fn sync_groups(&mut self, want: &[Ipv4Addr]) -> Result<(), EngineError> {
+        if want.is_empty() && self.groups.is_empty() {
+            return Ok(());
+        }
+        self.groups.retain(|g| {
+            let keep = want.contains(&g.addr);
+            if !keep && g.own.is_none() {
+                if let Some(via) = self.mcast_if {
+                    let _ = sys::set_membership(self.sock.as_raw_fd(), g.addr, via, false);
+                }
+            }
+            // A group's own socket leaves the group when it closes.
+            keep
+        });
+        for &g in want {
+            if self.groups.iter().any(|x| x.addr == g) {
+                continue;
+            }
+            if self.groups.len() >= MAX_GROUPS {
+                return Err(EngineError::TooManyGroups(MAX_GROUPS));
+            }
+            let group = self.join(g)?;
+            self.groups.push(group);
+        }
+        Ok(())
+    }
+
+    fn join(&mut self, g: Ipv4Addr) -> Result<Group, EngineError> {
+        if !g.is_multicast() {
+            return Err(EngineError::NotMulticast(IpAddr::V4(g)));
+        }
+        let Some(via) = self.mcast_if else {
+            return Err(EngineError::Config("multicast needs an IPv4 device"));
+        };
+        if via.addr.is_unspecified() {
+            sys::set_membership(self.sock.as_raw_fd(), g, via, true)?;
+            return Ok(Group { addr: g, own: None });
+        }
+        let cfg = &self.group_cfg;
+        let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+        sock.set_nonblocking(true)?;
+        let fd = sock.as_raw_fd();
+        sys::set_reuseaddr(fd)?;
+        sys::set_multicast_all(fd, false)?;
+        if cfg.recv_tos_ttl {
+            sys::set_recv_tos_ttl(fd, false)?;
+        }
+        if cfg.socket_buffer > 0 {
+            sys::set_buffers(fd, cfg.socket_buffer);
+        }
+        if let Some(dev) = &cfg.bind_device {
+            sock.bind_device(Some(dev.as_bytes()))?;
+        }
+        sock.bind(&SockAddr::from(SocketAddr::new(
+            IpAddr::V4(g),
+            self.local.port(),
+        )))?;
+        sys::set_membership(fd, g, via, true)?;
+        let rx = Rx {
+            bufs: sys::RecvBufs::new(GROUP_BATCH, RX_SLOT),
+            pending: 0,
+        };
+        Ok(Group {
+            addr: g,
+            own: Some((sock, rx)),
+        })
     }
 
     // ---------------------------------------------------------- transmit
@@ -272,12 +403,18 @@ impl UdpDriver {
         writable: bool,
         timeout: Option<Duration>,
     ) -> io::Result<bool> {
-        let mut fds = [(-1, false); 2 + MAX_WAIT_EXTRA];
+        let mut fds = [(-1, false); 2 + MAX_GROUPS + MAX_WAIT_EXTRA];
         fds[0] = (self.sock.as_raw_fd(), writable || self.tx.pending() > 0);
         let mut n = 1;
         if let Some(v) = &self.v6 {
             fds[1] = (v.sock.as_raw_fd(), writable || v.tx.pending() > 0);
             n = 2;
+        }
+        for g in &self.groups {
+            if let Some((s, _)) = &g.own {
+                fds[n] = (s.as_raw_fd(), false);
+                n += 1;
+            }
         }
         for (slot, &fd) in fds[n..].iter_mut().zip(extra) {
             *slot = (fd, false);

@@ -195,6 +195,20 @@ pub enum Request {
     },
     /// rdma_cm requests ([`cm`]).
     Cm(cm::CmRequest),
+    /// `ibv_attach_mcast`: UD QP `qp` receives what is sent to the
+    /// multicast group of `gid` (RoCEv2: IPv4-mapped `::ffff:a.b.c.d`,
+    /// a.b.c.d in 224.0.0.0/4); `lid` is ignored on RoCE.
+    AttachMcast {
+        qp: u32,
+        gid: [u8; 16],
+        lid: u16,
+    },
+    /// `ibv_detach_mcast`.
+    DetachMcast {
+        qp: u32,
+        gid: [u8; 16],
+        lid: u16,
+    },
 }
 
 /// Device attributes (the fields of `struct ibv_device_attr` rxu reports).

@@ -5,7 +5,10 @@
 //! - `RXU_RUNTIME_DIR`: where the daemons' sockets are, when the client
 //!   would not find it by default (see [`needs_runtime_dir`]);
 //! - `RDMAV_DRIVERS`: the provider library, when it is not installed in
-//!   /etc/libibverbs.d (libibverbs dlopens `<value>-rdmav34.so`).
+//!   /etc/libibverbs.d (libibverbs dlopens `<value>-rdmav34.so`);
+//! - `LD_PRELOAD`: the ucma emulator `librxu-ucma.so` (rdma_cm programs
+//!   run with the system's librdmacm on it), after any preloads already
+//!   set (librspreload's wrappers must come first).
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +16,8 @@ use rxu_abi::paths;
 
 /// The provider library's file name suffix for rdma-core's private ABI 34.
 pub const PROVIDER_FILE: &str = "librxu-rdmav34.so";
+/// The in-process ucma emulator, built beside the provider.
+pub const UCMA_FILE: &str = "librxu-ucma.so";
 /// Installed providers are listed here; ours then needs no RDMAV_DRIVERS.
 pub const INSTALLED_DRIVER_FILE: &str = "/etc/libibverbs.d/rxu.driver";
 
@@ -32,6 +37,10 @@ pub fn export_lines() -> Vec<String> {
         if let Some(prefix) = provider_prefix() {
             vars.push(("RDMAV_DRIVERS", prefix.to_string_lossy().into_owned()));
         }
+    }
+    if let Some(ucma) = ucma_library() {
+        let existing = std::env::var("LD_PRELOAD").ok();
+        vars.push(("LD_PRELOAD", preload_value(existing.as_deref(), &ucma)));
     }
     vars.into_iter()
         .map(|(k, v)| format!("export {k}={}", shell_quote(&v)))
@@ -71,6 +80,33 @@ pub fn provider_prefix() -> Option<PathBuf> {
         .into_iter()
         .find(|d| d.join(PROVIDER_FILE).is_file())
         .map(|d| d.join("librxu"))
+}
+
+/// The first `librxu-ucma.so` found where [`provider_prefix`] looks.
+pub fn ucma_library() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let exe = exe.canonicalize().unwrap_or(exe);
+    candidate_dirs(&exe)
+        .into_iter()
+        .map(|d| d.join(UCMA_FILE))
+        .find(|p| p.is_file())
+}
+
+/// `LD_PRELOAD` with `ours` appended to the entries already there (space
+/// or colon separated), once.
+pub fn preload_value(existing: Option<&str>, ours: &Path) -> String {
+    let ours = ours.to_string_lossy();
+    let kept: Vec<&str> = existing
+        .unwrap_or("")
+        .split([' ', ':'])
+        .filter(|e| !e.is_empty() && *e != ours)
+        .collect();
+    let mut v = kept.join(":");
+    if !v.is_empty() {
+        v.push(':');
+    }
+    v.push_str(&ours);
+    v
 }
 
 fn candidate_dirs(exe: &Path) -> Vec<PathBuf> {
@@ -113,6 +149,21 @@ mod tests {
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
         assert_eq!(shell_quote(""), "''");
         assert_eq!(shell_quote("$HOME"), "'$HOME'");
+    }
+
+    #[test]
+    fn ucma_preload_goes_last_once() {
+        let ours = Path::new("/t/librxu-ucma.so");
+        assert_eq!(preload_value(None, ours), "/t/librxu-ucma.so");
+        assert_eq!(preload_value(Some(""), ours), "/t/librxu-ucma.so");
+        assert_eq!(
+            preload_value(Some("/r/librspreload.so"), ours),
+            "/r/librspreload.so:/t/librxu-ucma.so"
+        );
+        assert_eq!(
+            preload_value(Some("/t/librxu-ucma.so /a.so"), ours),
+            "/a.so:/t/librxu-ucma.so"
+        );
     }
 
     #[test]

@@ -9,19 +9,27 @@
 //! that closes takes all of its ids with it (peers get DREQ / REJ).
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
-use rxu_abi::proto::cm::{event, port_space, CmEventRecord, CmIdStatus, CmRequest, CmResponse};
-use rxu_abi::proto::{encode, Response};
+use rxu_abi::proto::cm::{
+    event, port_space, CmEventParam, CmEventRecord, CmIdStatus, CmRequest, CmResponse,
+    RDMA_UDP_QKEY,
+};
+use rxu_abi::proto::{encode, AhAttr, QpType, Response};
 use rxu_cm::engine::{Cm, CmConfig, CmTiming, MadRx, Owner};
 use transport::engine::{Endpoint, GsiSend};
 use transport::qp::Memory;
 
 use super::log::{debug, warning};
+use super::mcast::Join;
 use super::port::Port;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::sys;
+
+/// Hop limit of rdma_cm's RoCEv2 multicast address vectors.
+const MCAST_HOP_LIMIT: u8 = 64;
 
 /// The (session, channel) an id belongs to.
 pub fn owner(session: u32, channel: u32) -> Owner {
@@ -42,6 +50,8 @@ struct Channel {
 pub struct CmService {
     cm: Cm,
     channels: HashMap<Owner, Channel>,
+    /// rdma_join_multicast of the ids, in order.
+    joins: Vec<Join>,
     /// Events written / not written (channel gone or full).
     pub events_sent: u64,
     pub events_dropped: u64,
@@ -62,6 +72,7 @@ impl CmService {
         CmService {
             cm: Cm::new(cfg),
             channels: HashMap::new(),
+            joins: Vec::new(),
             events_sent: 0,
             events_dropped: 0,
         }
@@ -131,6 +142,7 @@ impl CmService {
                 let o = owner(session, channel);
                 cm.destroy_owned(now, |x| x == o);
                 self.channels.remove(&o);
+                self.forget_joins();
                 ok(CmResponse::Ok)
             }
             CmRequest::Bind {
@@ -200,9 +212,29 @@ impl CmService {
                 }
                 done(self.cm.set_owner(id, o))
             }
-            CmRequest::Destroy { id } => done(cm.destroy(now, id)),
-            CmRequest::JoinMcast { .. } | CmRequest::LeaveMcast { .. } => {
-                refuse(libc::ENOSYS, "rdma_cm multicast is not served yet")
+            CmRequest::Destroy { id } => {
+                let r = cm.destroy(now, id);
+                self.joins.retain(|j| j.id != id);
+                done(r)
+            }
+            CmRequest::JoinMcast {
+                id,
+                addr,
+                send_only,
+            } => {
+                self.join(id, addr, send_only)?;
+                done(Ok(()))
+            }
+            CmRequest::LeaveMcast { id, addr } => {
+                let Some(i) = self
+                    .joins
+                    .iter()
+                    .position(|j| j.id == id && j.group == addr)
+                else {
+                    return refuse(libc::ENOENT, format!("id {id} did not join {addr}"));
+                };
+                self.joins.remove(i);
+                done(Ok(()))
             }
             CmRequest::QueryDevice
             | CmRequest::AttachChannel { .. }
@@ -217,6 +249,118 @@ impl CmService {
     pub fn session_closed(&mut self, now: Instant, session: u32) {
         self.cm.destroy_owned(now, |o| session_of(o) == session);
         self.channels.retain(|o, _| session_of(*o) != session);
+        self.forget_joins();
+    }
+
+    // ---------------------------------------------------------- multicast
+
+    /// `rdma_join_multicast` of `id` (a UD id): recorded now; the device
+    /// joins the IP group and the id hears MULTICAST_JOIN (or _ERROR) when
+    /// the daemon settles the joins after this request. RoCEv2 maps only
+    /// IPv4 groups (an IPv6 group is EOPNOTSUPP, as on a kernel).
+    fn join(&mut self, id: u32, group: SocketAddr, send_only: bool) -> Result<(), Refused> {
+        let st = self.cm.status().into_iter().find(|s| s.id == id);
+        if st.is_none_or(|s| s.qp_type != QpType::Ud) {
+            return refuse(libc::EINVAL, "multicast needs a UD rdma_cm id");
+        }
+        match group.ip() {
+            IpAddr::V4(g) if g.is_multicast() => {}
+            IpAddr::V6(g) if g.is_multicast() => {
+                return refuse(libc::EOPNOTSUPP, "IPv6 groups over RoCEv2")
+            }
+            _ => return refuse(libc::EINVAL, format!("{group} is not a multicast group")),
+        }
+        self.joins.push(Join {
+            id,
+            group,
+            send_only,
+            reported: false,
+        });
+        Ok(())
+    }
+
+    /// Joins of ids that no longer exist are gone.
+    fn forget_joins(&mut self) {
+        let cm = &self.cm;
+        self.joins.retain(|j| cm.owner_of(j.id).is_some());
+    }
+
+    /// Some id joined a group.
+    pub fn has_mcast(&self) -> bool {
+        !self.joins.is_empty()
+    }
+
+    /// The IPv4 groups the joins need received (send-only ones aside).
+    pub fn mcast_groups(&self) -> impl Iterator<Item = std::net::Ipv4Addr> + '_ {
+        self.joins.iter().filter_map(Join::received)
+    }
+
+    /// Reports the joins not reported yet: MULTICAST_JOIN with the group's
+    /// address vector, or (the device could not join: `err`) MULTICAST_ERROR
+    /// with `-err`, and such joins are dropped.
+    pub fn settle_joins(&mut self, err: Option<i32>) {
+        let mut i = 0;
+        // Bounded: each turn reports one join or moves on.
+        while i < self.joins.len() {
+            let j = self.joins[i];
+            if j.reported {
+                i += 1;
+                continue;
+            }
+            let Some(o) = self.cm.owner_of(j.id) else {
+                self.joins.remove(i);
+                continue;
+            };
+            let rec = match err {
+                None => {
+                    self.joins[i].reported = true;
+                    i += 1;
+                    self.join_event(j)
+                }
+                Some(e) => {
+                    self.joins.remove(i);
+                    CmEventRecord {
+                        id: j.id,
+                        event: event::MULTICAST_ERROR,
+                        status: -e,
+                        mcast: Some(j.group),
+                        ..CmEventRecord::default()
+                    }
+                }
+            };
+            self.write_event(o, rec);
+        }
+    }
+
+    /// MULTICAST_JOIN as the kernel reports it on RoCEv2: the MGID
+    /// `::ffff:group`, hop limit 64, DestQP 0xFFFFFF, the UD Q_Key.
+    fn join_event(&self, j: Join) -> CmEventRecord {
+        let tc = self.cm.route(j.id).map_or(0, |r| r.traffic_class);
+        let dgid = match j.group.ip() {
+            IpAddr::V4(g) => g.to_ipv6_mapped().octets(),
+            IpAddr::V6(g) => g.octets(),
+        };
+        CmEventRecord {
+            id: j.id,
+            event: event::MULTICAST_JOIN,
+            param: CmEventParam {
+                qp_num: transport::engine::MCAST_QPN,
+                qkey: RDMA_UDP_QKEY,
+                ah: Some(AhAttr {
+                    dgid,
+                    flow_label: 0,
+                    sgid_index: 0,
+                    hop_limit: MCAST_HOP_LIMIT,
+                    traffic_class: tc,
+                    sl: 0,
+                    is_global: true,
+                    port_num: 1,
+                }),
+                ..CmEventParam::default()
+            },
+            mcast: Some(j.group),
+            ..CmEventRecord::default()
+        }
     }
 
     /// DEVICE_REMOVAL to every id (the device goes away under them).

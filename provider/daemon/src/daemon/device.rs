@@ -89,6 +89,8 @@ impl Device {
         };
         self.cm.session_closed(std::time::Instant::now(), id);
         self.cm.flush(&mut self.endpoint);
+        // Its QPs and ids left their groups.
+        let _ = self.sync_groups();
         let (nq, nc, ns, nm) = (s.qps.len(), s.cqs.len(), s.srqs.len(), s.mrs.len());
         self.counters.mr_deregistrations += nm as u64;
         for srq in s.srqs.values() {

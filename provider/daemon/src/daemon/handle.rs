@@ -86,6 +86,7 @@ impl Device {
                 let now = std::time::Instant::now();
                 let reply = self.cm.handle(now, id, r, fds, &self.port);
                 self.cm.flush(&mut self.endpoint);
+                self.settle_cm_joins();
                 reply
             }
             Request::QueryDevice => Ok(Reply::ok(Response::Device(self.objects.attr().clone()))),
@@ -228,7 +229,14 @@ impl Device {
                 qp::modify(o, e, counters, port, id, qp, (mask, &attr))
             }
             Request::QueryQp { qp, mask: _ } => qp::query(o, e, id, qp),
-            Request::DestroyQp { qp } => qp::destroy(o, e, counters, id, qp),
+            Request::DestroyQp { qp } => {
+                let r = qp::destroy(o, e, counters, id, qp);
+                // A destroyed QP left its groups.
+                let _ = self.sync_groups();
+                r
+            }
+            Request::AttachMcast { qp, gid, lid: _ } => self.mcast(id, qp, gid, true),
+            Request::DetachMcast { qp, gid, lid: _ } => self.mcast(id, qp, gid, false),
             Request::Status => Ok(Reply::ok(self.status())),
             Request::Stats => Ok(Reply::ok(self.stats())),
             Request::Shutdown { force } => {

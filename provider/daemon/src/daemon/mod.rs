@@ -24,6 +24,7 @@ pub mod event_loop;
 pub mod handle;
 pub mod link;
 pub mod log;
+pub mod mcast;
 pub mod netlink;
 pub mod objects;
 pub mod port;

@@ -147,8 +147,7 @@ pub fn send_wqe(slot: &[u8], lim: &SqLimits) -> Result<SendWqe, BadWqe> {
             return Err(bad("flow label above 2^20-1"));
         }
         let addr = verbs::addr_of_gid(&s.ud_gid());
-        if (addr.is_ipv6() != lim.ipv6 && !lim.dual) || addr.is_unspecified() || is_multicast(addr)
-        {
+        if (addr.is_ipv6() != lim.ipv6 && !lim.dual) || addr.is_unspecified() || unsendable(addr) {
             return Err(bad("UD destination GID not reachable from this device"));
         }
         let qkey = match s.ud_qkey() {
@@ -176,9 +175,11 @@ pub fn send_wqe(slot: &[u8], lim: &SqLimits) -> Result<SendWqe, BadWqe> {
     })
 }
 
-fn is_multicast(a: IpAddr) -> bool {
+/// Destinations a UD send cannot have: broadcast, and IPv6 multicast
+/// (RoCEv2 maps only IPv4 groups). IPv4 groups are sent to.
+fn unsendable(a: IpAddr) -> bool {
     match a {
-        IpAddr::V4(v) => v.is_multicast() || v.is_broadcast(),
+        IpAddr::V4(v) => v.is_broadcast(),
         IpAddr::V6(v) => v.is_multicast(),
     }
 }

@@ -295,3 +295,26 @@ pub(super) fn ud_to_rts(dev: &mut Device, id: u32, qpn: u32) {
         modify_qp(dev, id, qpn, m, attr);
     }
 }
+
+/// Runs `f` on a thread of its own in a new network namespace with `lo`
+/// up: multicast and port bindings of that thread's sockets stay there.
+pub(super) fn in_private_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        // SAFETY: unshare only changes this thread's namespaces.
+        let r = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+        assert_eq!(
+            r,
+            0,
+            "unshare(CLONE_NEWNET) needs CAP_SYS_ADMIN: {}",
+            std::io::Error::last_os_error()
+        );
+        let st = std::process::Command::new("ip")
+            .args(["link", "set", "lo", "up"])
+            .status()
+            .expect("ip link");
+        assert!(st.success(), "ip link set lo up: {st}");
+        f()
+    })
+    .join()
+    .expect("test thread")
+}

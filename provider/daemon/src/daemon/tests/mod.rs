@@ -13,5 +13,6 @@ mod control;
 mod cq;
 mod datapath;
 mod lifecycle;
+mod mcast;
 mod port;
 mod srq;

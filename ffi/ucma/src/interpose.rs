@@ -1,0 +1,370 @@
+//! The libc entry points librdmacm reaches the device through: `open`
+//! (and its variants) of `/dev/infiniband/rdma_cm` makes a channel,
+//! `fstat` of one says "character device", `write` is a ucma command and
+//! `close` destroys the channel's ids. Every other call goes to the next
+//! definition (libc, or another preload) after one atomic bitmap load.
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+use crate::shim::Shim;
+
+/// The device librdmacm opens (`RDMA_CDEV_DIR "/rdma_cm"`).
+const RDMA_CM: &[u8] = b"/dev/infiniband/rdma_cm\0";
+/// The misc device numbers the kernel's ucma usually gets.
+const UCMA_MAJOR: u32 = 10;
+const UCMA_MINOR: u32 = 58;
+
+/// Channel fds: one bit per fd below `64 * WORDS`.
+const WORDS: usize = 1 << 14;
+static CHANNELS: [AtomicU64; WORDS] = [const { AtomicU64::new(0) }; WORDS];
+
+fn is_channel(fd: c_int) -> bool {
+    let Ok(fd) = usize::try_from(fd) else {
+        return false;
+    };
+    CHANNELS
+        .get(fd / 64)
+        .is_some_and(|w| w.load(Ordering::Acquire) & (1 << (fd % 64)) != 0)
+}
+
+fn mark(fd: c_int, on: bool) {
+    let Ok(fd) = usize::try_from(fd) else { return };
+    if let Some(w) = CHANNELS.get(fd / 64) {
+        if on {
+            w.fetch_or(1 << (fd % 64), Ordering::AcqRel);
+        } else {
+            w.fetch_and(!(1 << (fd % 64)), Ordering::AcqRel);
+        }
+    }
+}
+
+fn shim() -> &'static Shim {
+    static SHIM: OnceLock<Shim> = OnceLock::new();
+    SHIM.get_or_init(|| Shim::new(rxu_abi::paths::runtime_dir()))
+}
+
+fn set_errno(e: i32) {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// The next definition of a libc symbol, resolved once (0: none).
+fn next(slot: &AtomicUsize, name: &'static [u8]) -> usize {
+    let p = slot.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    // SAFETY: `name` is a NUL-terminated literal; dlsym has no other
+    // precondition and returns NULL when there is no next definition.
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
+    slot.store(p, Ordering::Relaxed);
+    p
+}
+
+/// Declares `$fn` as the next definition of `$name` with type `$ty`.
+macro_rules! next_fn {
+    ($fn:ident, $name:literal, $ty:ty) => {
+        fn $fn() -> Option<$ty> {
+            static SLOT: AtomicUsize = AtomicUsize::new(0);
+            let p = next(&SLOT, concat!($name, "\0").as_bytes());
+            // SAFETY: a non-zero address dlsym returned for this libc
+            // symbol, whose C type is $ty.
+            (p != 0).then(|| unsafe { std::mem::transmute::<usize, $ty>(p) })
+        }
+    };
+}
+
+type OpenFn = unsafe extern "C" fn(*const c_char, c_int, c_uint) -> c_int;
+type OpenatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, c_uint) -> c_int;
+type Open2Fn = unsafe extern "C" fn(*const c_char, c_int) -> c_int;
+type FstatFn = unsafe extern "C" fn(c_int, *mut libc::stat) -> c_int;
+type Fstat64Fn = unsafe extern "C" fn(c_int, *mut libc::stat64) -> c_int;
+type FxstatFn = unsafe extern "C" fn(c_int, c_int, *mut libc::stat) -> c_int;
+type Fxstat64Fn = unsafe extern "C" fn(c_int, c_int, *mut libc::stat64) -> c_int;
+type WriteFn = unsafe extern "C" fn(c_int, *const c_void, usize) -> isize;
+type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
+
+next_fn!(next_open, "open", OpenFn);
+next_fn!(next_open64, "open64", OpenFn);
+next_fn!(next_openat, "openat", OpenatFn);
+next_fn!(next_openat64, "openat64", OpenatFn);
+next_fn!(next_open_2, "__open_2", Open2Fn);
+next_fn!(next_open64_2, "__open64_2", Open2Fn);
+next_fn!(next_fstat, "fstat", FstatFn);
+next_fn!(next_fstat64, "fstat64", Fstat64Fn);
+next_fn!(next_fxstat, "__fxstat", FxstatFn);
+next_fn!(next_fxstat64, "__fxstat64", Fxstat64Fn);
+next_fn!(next_write, "write", WriteFn);
+next_fn!(next_close, "close", CloseFn);
+
+/// Whether `path` is exactly the ucma device.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string (what open(2) requires).
+unsafe fn is_rdma_cm(path: *const c_char) -> bool {
+    if path.is_null() {
+        return false;
+    }
+    for (i, &want) in RDMA_CM.iter().enumerate() {
+        // SAFETY: every byte up to and including the first mismatch or the
+        // terminating NUL lies inside the caller's string.
+        if unsafe { *path.add(i) } as u8 != want {
+            return false;
+        }
+    }
+    true
+}
+
+/// Mode is an argument only with O_CREAT or O_TMPFILE (it is garbage
+/// otherwise and must not be passed on as if it meant something).
+fn mode_of(flags: c_int, mode: c_uint) -> c_uint {
+    if flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE {
+        mode
+    } else {
+        0
+    }
+}
+
+fn open_channel(flags: c_int) -> c_int {
+    match shim().open(flags) {
+        Ok(fd) => {
+            mark(fd, true);
+            fd
+        }
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
+}
+
+fn raw_openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: the openat syscall with the caller's arguments.
+    unsafe { libc::syscall(libc::SYS_openat, dirfd, path, flags, mode) as c_int }
+}
+
+/// # Safety
+/// As open(2). The third argument is variadic in C; on the supported ABIs
+/// (x86_64, aarch64 Linux) a fixed integer parameter reads the same
+/// register, and it is used only when the flags say a mode was passed.
+#[no_mangle]
+pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: the caller passes a path as open(2) requires.
+    if unsafe { is_rdma_cm(path) } {
+        return open_channel(flags);
+    }
+    let mode = mode_of(flags, mode);
+    match next_open() {
+        // SAFETY: the next `open` with the caller's arguments.
+        Some(f) => unsafe { f(path, flags, mode) },
+        None => raw_openat(libc::AT_FDCWD, path, flags, mode),
+    }
+}
+
+/// # Safety
+/// As open64(2); see [`open`].
+#[no_mangle]
+pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: the caller passes a path as open(2) requires.
+    if unsafe { is_rdma_cm(path) } {
+        return open_channel(flags);
+    }
+    let mode = mode_of(flags, mode);
+    match next_open64() {
+        // SAFETY: the next `open64` with the caller's arguments.
+        Some(f) => unsafe { f(path, flags, mode) },
+        None => raw_openat(libc::AT_FDCWD, path, flags | libc::O_LARGEFILE, mode),
+    }
+}
+
+/// # Safety
+/// As openat(2); see [`open`]. Only the absolute path is recognised.
+#[no_mangle]
+pub unsafe extern "C" fn openat(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    // SAFETY: the caller passes a path as openat(2) requires.
+    if unsafe { is_rdma_cm(path) } {
+        return open_channel(flags);
+    }
+    let mode = mode_of(flags, mode);
+    match next_openat() {
+        // SAFETY: the next `openat` with the caller's arguments.
+        Some(f) => unsafe { f(dirfd, path, flags, mode) },
+        None => raw_openat(dirfd, path, flags, mode),
+    }
+}
+
+/// # Safety
+/// As openat64(2); see [`open`].
+#[no_mangle]
+pub unsafe extern "C" fn openat64(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    // SAFETY: the caller passes a path as openat(2) requires.
+    if unsafe { is_rdma_cm(path) } {
+        return open_channel(flags);
+    }
+    let mode = mode_of(flags, mode);
+    match next_openat64() {
+        // SAFETY: the next `openat64` with the caller's arguments.
+        Some(f) => unsafe { f(dirfd, path, flags, mode) },
+        None => raw_openat(dirfd, path, flags | libc::O_LARGEFILE, mode),
+    }
+}
+
+/// # Safety
+/// As glibc's fortified `__open_2` (no mode argument).
+#[no_mangle]
+pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: the caller passes a path as open(2) requires.
+    if unsafe { is_rdma_cm(path) } {
+        return open_channel(flags);
+    }
+    match next_open_2() {
+        // SAFETY: the next `__open_2` with the caller's arguments.
+        Some(f) => unsafe { f(path, flags) },
+        None => raw_openat(libc::AT_FDCWD, path, flags, 0),
+    }
+}
+
+/// # Safety
+/// As glibc's fortified `__open64_2`.
+#[no_mangle]
+pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: the caller passes a path as open(2) requires.
+    if unsafe { is_rdma_cm(path) } {
+        return open_channel(flags);
+    }
+    match next_open64_2() {
+        // SAFETY: the next `__open64_2` with the caller's arguments.
+        Some(f) => unsafe { f(path, flags) },
+        None => raw_openat(libc::AT_FDCWD, path, flags | libc::O_LARGEFILE, 0),
+    }
+}
+
+/// What fstat says about a channel: a character device, like the kernel's
+/// misc device (librdmacm checks S_ISCHR).
+fn as_chardev(mode: &mut libc::mode_t, rdev: &mut libc::dev_t) {
+    *mode = libc::S_IFCHR | 0o666;
+    *rdev = libc::makedev(UCMA_MAJOR, UCMA_MINOR);
+}
+
+fn raw_fstat(fd: c_int, buf: *mut c_void) -> c_int {
+    // SAFETY: the fstat syscall with the caller's buffer (struct stat and
+    // stat64 are the same on the supported 64-bit ABIs).
+    unsafe { libc::syscall(libc::SYS_fstat, fd, buf) as c_int }
+}
+
+/// # Safety
+/// As fstat(2).
+#[no_mangle]
+pub unsafe extern "C" fn fstat(fd: c_int, buf: *mut libc::stat) -> c_int {
+    let r = match next_fstat() {
+        // SAFETY: the next `fstat` with the caller's arguments.
+        Some(f) => unsafe { f(fd, buf) },
+        None => raw_fstat(fd, buf.cast()),
+    };
+    if r == 0 && is_channel(fd) && !buf.is_null() {
+        // SAFETY: fstat just filled *buf, so it is a valid struct stat.
+        let s = unsafe { &mut *buf };
+        as_chardev(&mut s.st_mode, &mut s.st_rdev);
+    }
+    r
+}
+
+/// # Safety
+/// As fstat64(2).
+#[no_mangle]
+pub unsafe extern "C" fn fstat64(fd: c_int, buf: *mut libc::stat64) -> c_int {
+    let r = match next_fstat64() {
+        // SAFETY: the next `fstat64` with the caller's arguments.
+        Some(f) => unsafe { f(fd, buf) },
+        None => raw_fstat(fd, buf.cast()),
+    };
+    if r == 0 && is_channel(fd) && !buf.is_null() {
+        // SAFETY: fstat64 just filled *buf.
+        let s = unsafe { &mut *buf };
+        as_chardev(&mut s.st_mode, &mut s.st_rdev);
+    }
+    r
+}
+
+/// # Safety
+/// As glibc's `__fxstat` (the fstat of glibc before 2.33).
+#[no_mangle]
+pub unsafe extern "C" fn __fxstat(ver: c_int, fd: c_int, buf: *mut libc::stat) -> c_int {
+    let r = match next_fxstat() {
+        // SAFETY: the next `__fxstat` with the caller's arguments.
+        Some(f) => unsafe { f(ver, fd, buf) },
+        None => raw_fstat(fd, buf.cast()),
+    };
+    if r == 0 && is_channel(fd) && !buf.is_null() {
+        // SAFETY: __fxstat just filled *buf.
+        let s = unsafe { &mut *buf };
+        as_chardev(&mut s.st_mode, &mut s.st_rdev);
+    }
+    r
+}
+
+/// # Safety
+/// As glibc's `__fxstat64`.
+#[no_mangle]
+pub unsafe extern "C" fn __fxstat64(ver: c_int, fd: c_int, buf: *mut libc::stat64) -> c_int {
+    let r = match next_fxstat64() {
+        // SAFETY: the next `__fxstat64` with the caller's arguments.
+        Some(f) => unsafe { f(ver, fd, buf) },
+        None => raw_fstat(fd, buf.cast()),
+    };
+    if r == 0 && is_channel(fd) && !buf.is_null() {
+        // SAFETY: __fxstat64 just filled *buf.
+        let s = unsafe { &mut *buf };
+        as_chardev(&mut s.st_mode, &mut s.st_rdev);
+    }
+    r
+}
+
+/// # Safety
+/// As write(2).
+#[no_mangle]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
+    if is_channel(fd) {
+        return match shim().write(fd, buf as u64, n) {
+            Ok(()) => n as isize,
+            Err(e) => {
+                set_errno(e);
+                -1
+            }
+        };
+    }
+    match next_write() {
+        // SAFETY: the next `write` with the caller's arguments.
+        Some(f) => unsafe { f(fd, buf, n) },
+        // SAFETY: the write syscall with the caller's arguments.
+        None => unsafe { libc::syscall(libc::SYS_write, fd, buf, n) as isize },
+    }
+}
+
+/// # Safety
+/// As close(2).
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    if is_channel(fd) {
+        shim().close(fd);
+        mark(fd, false);
+    }
+    match next_close() {
+        // SAFETY: the next `close` with the caller's argument.
+        Some(f) => unsafe { f(fd) },
+        // SAFETY: the close syscall with the caller's argument.
+        None => unsafe { libc::syscall(libc::SYS_close, fd) as c_int },
+    }
+}

@@ -1,0 +1,30 @@
+//! `librxu-ucma.so`: the kernel's rdma_cm character device
+//! (`/dev/infiniband/rdma_cm`, ucma ABI 4) emulated inside the process, so
+//! the system's unmodified librdmacm runs on rxu devices. Loaded with
+//! `LD_PRELOAD` (`rxu up` / `rxu env` print it).
+//!
+//! - [`command`]: decoding one ucma command, with the kernel's errnos;
+//! - [`abi`]: the byte layouts of commands and responses;
+//! - [`table`]: channels, ids, multicast joins;
+//! - [`core`]: executing commands against the table and the daemons
+//!   ([`daemon`], the `Cm` messages of `rxu_abi::proto::cm`), and turning
+//!   event records into event responses ([`event`]);
+//! - [`shim`]: the process-wide lock and the blocking GET_EVENT;
+//! - `interpose`: the libc symbols (open, fstat, write, close) of the
+//!   preload library (feature `interpose`, on by default).
+
+pub mod abi;
+pub mod command;
+pub mod core;
+pub mod daemon;
+pub mod event;
+pub mod mem;
+pub mod netdev;
+pub mod shim;
+pub mod table;
+
+#[cfg(test)]
+mod fake_daemon;
+
+#[cfg(all(feature = "interpose", not(test)))]
+mod interpose;
