@@ -247,3 +247,125 @@ fn cmtime_connects_and_disconnects_a_hundred() {
     r.expect_ok();
     assert!(r.stdout.contains("connect"), "{}", r.report());
 }
+
+/// Runs `f` on a thread of its own in a new network namespace (lo up), so
+/// multicast routes and groups stay inside it; None when the namespace
+/// cannot be made (not root).
+fn in_private_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    std::thread::spawn(move || {
+        // SAFETY: unshare(2) on this thread only; it takes no pointers.
+        if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+            rxu_testkit::skip("cannot make a network namespace (needs root)");
+            return None;
+        }
+        let up = std::process::Command::new("ip")
+            .args(["link", "set", "lo", "up"])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(up, "ip link set lo up in the test's namespace");
+        Some(f())
+    })
+    .join()
+    .expect("namespace thread")
+}
+
+#[test]
+fn mckey_multicast_between_two_devices() {
+    let _g = serial();
+    let done = in_private_netns(|| {
+        // Programs and daemons start from this thread: inside the namespace.
+        let a = Dev::up("rxum1", "127.0.0.1", &["mckey"])?;
+        let b = Dev::up("rxum2", "127.0.0.2", &["mckey"])?;
+        // stdbuf: mckey's progress lines must arrive as they are printed.
+        let mut rx = a.start(
+            "stdbuf",
+            &[
+                "-oL",
+                "mckey",
+                "-m",
+                "239.1.2.3",
+                "-b",
+                "127.0.0.1",
+                "-C",
+                "10",
+            ],
+        );
+        let out = rx.stdout.take().expect("stdout");
+        let (tx_lines, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx_lines.send(l);
+            }
+        });
+        // The receiver has joined (and attached its QP) before a sender.
+        let mut seen = Vec::new();
+        let joined = loop {
+            match lines.recv_timeout(Duration::from_secs(10)) {
+                Ok(l) => {
+                    let j = l.contains("receiving data transfers");
+                    seen.push(l);
+                    if j {
+                        break true;
+                    }
+                }
+                Err(_) => break false,
+            }
+        };
+        assert!(joined, "the receiver never got ready:\n{}", seen.join("\n"));
+        let send = b.run(
+            "mckey",
+            &["-m", "239.1.2.3", "-b", "127.0.0.2", "-s", "-C", "10"],
+            LIMIT,
+        );
+        let status = rx.wait().expect("receiver exit");
+        while let Ok(l) = lines.recv_timeout(Duration::from_millis(200)) {
+            seen.push(l);
+        }
+        send.expect_ok();
+        let recv = seen.join("\n");
+        assert!(status.success(), "receiver: {status}\n{recv}");
+        assert!(recv.contains("data transfers complete"), "{recv}");
+        Some(())
+    });
+    // None: skipped (reported by the kit) before anything ran.
+    let _ = done;
+}
+
+#[test]
+fn a_killed_server_disconnects_its_peer_and_frees_its_port() {
+    let _g = serial();
+    let Some((a, b)) = devices(&["rping"]) else {
+        return;
+    };
+    // An endless rping (no -C) between two devices; kill the server.
+    let mut server = b.start("rping", &["-s", "-a", B, "-p", "19790"]);
+    assert!(b.wait_cm_listen(19790, Duration::from_secs(10)));
+    let client = a.start("rping", &["-c", "-a", B, "-I", A, "-p", "19790"]);
+    let connected = (0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        a.status().contains("/established")
+    });
+    assert!(connected, "no connection:\n{}", a.status());
+    let _ = server.kill();
+    let _ = server.wait();
+    // The client hears DISCONNECTED (its daemon got the DREQ that rxud
+    // sent for the dead process) and ends on its own.
+    let r = rxu_testkit::tools::Run::wait(client, Duration::from_secs(20), "rping client");
+    assert!(!r.timed_out, "{}", r.report());
+    assert!(r.stderr.contains("DISCONNECT EVENT"), "{}", r.report());
+    // Nothing is left, and the port can be listened on again at once.
+    for d in [&a, &b] {
+        let s = d.status();
+        assert!(!s.contains("cm "), "ids left behind:\n{s}");
+    }
+    let p = b.cm_pair(
+        &a,
+        "rping",
+        &["-s", "-a", B, "-p", "19790", "-C", "5", "-v"],
+        &["-c", "-a", B, "-I", A, "-p", "19790", "-C", "5", "-v"],
+        19790,
+        LIMIT,
+    );
+    expect(&p, "rping on the same port after the kill");
+}
