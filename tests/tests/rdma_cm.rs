@@ -175,10 +175,9 @@ fn perftest_connects_through_rdma_cm() {
         return;
     };
     // -R: the QPs come from rdma_cm (the device too: no -d); every tool
-    // on one device, then the bandwidth and latency ones across two.
+    // on one device, then across two.
     let mut runs: Vec<(&str, &Dev, &str, &Dev)> = tools.iter().map(|t| (*t, &a, A, &a)).collect();
-    runs.push(("ib_write_bw", &b, B, &a));
-    runs.push(("ib_send_lat", &b, B, &a));
+    runs.extend(tools.iter().map(|t| (*t, &b, B, &a)));
     for (i, (tool, sdev, saddr, cdev)) in runs.into_iter().enumerate() {
         let port = 19750 + i as u16;
         let ps = port.to_string();
@@ -239,11 +238,149 @@ fn cmtime_connects_and_disconnects_a_hundred() {
     };
     // The server runs until killed (as on a kernel); the client must
     // connect and disconnect all of its connections and exit 0.
-    let mut server = b.start("cmtime", &["-b", B, "-p", "19780", "-c", "100"]);
-    assert!(b.wait_cm_listen(19780, Duration::from_secs(10)));
-    let r = a.run("cmtime", &["-s", B, "-p", "19780", "-c", "100"], LIMIT);
+    for (i, (sdev, saddr, caddr)) in [(&a, A, A), (&b, B, A)].into_iter().enumerate() {
+        let port = 19780 + i as u16;
+        let ps = port.to_string();
+        let mut server = sdev.start("cmtime", &["-b", saddr, "-p", &ps, "-c", "100"]);
+        assert!(sdev.wait_cm_listen(port, Duration::from_secs(10)));
+        let r = a.run(
+            "cmtime",
+            &["-s", saddr, "-b", caddr, "-p", &ps, "-c", "100"],
+            LIMIT,
+        );
+        let _ = server.kill();
+        let _ = server.wait();
+        r.expect_ok();
+        assert!(r.stdout.contains("connect"), "{}", r.report());
+    }
+}
+
+/// Runs `f` on a thread of its own in a new network namespace (lo up), so
+/// multicast routes and groups stay inside it; None when the namespace
+/// cannot be made (not root).
+fn in_private_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    std::thread::spawn(move || {
+        // SAFETY: unshare(2) on this thread only; it takes no pointers.
+        if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+            rxu_testkit::skip("cannot make a network namespace (needs root)");
+            return None;
+        }
+        let up = std::process::Command::new("ip")
+            .args(["link", "set", "lo", "up"])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(up, "ip link set lo up in the test's namespace");
+        Some(f())
+    })
+    .join()
+    .expect("namespace thread")
+}
+
+#[test]
+fn mckey_multicast_on_one_device_and_between_two() {
+    let _g = serial();
+    let done = in_private_netns(|| {
+        // Programs and daemons start from this thread: inside the namespace.
+        let a = Dev::up("rxum1", "127.0.0.1", &["mckey"])?;
+        let b = Dev::up("rxum2", "127.0.0.2", &["mckey"])?;
+        for (sender, saddr) in [(&b, "127.0.0.2"), (&a, "127.0.0.1")] {
+            mckey_once(&a, sender, saddr);
+        }
+        Some(())
+    });
+    // None: skipped (reported by the kit) before anything ran.
+    let _ = done;
+}
+
+/// A receiver on `rx` (127.0.0.1) and a sender on `tx` (at `tx_addr`):
+/// ten UD messages through group 239.1.2.3.
+fn mckey_once(rx: &Dev, tx: &Dev, tx_addr: &str) {
+    // stdbuf: mckey's progress lines must arrive as they are printed.
+    let mut recv = rx.start(
+        "stdbuf",
+        &[
+            "-oL",
+            "mckey",
+            "-m",
+            "239.1.2.3",
+            "-b",
+            "127.0.0.1",
+            "-C",
+            "10",
+        ],
+    );
+    let out = recv.stdout.take().expect("stdout");
+    let (tx_lines, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx_lines.send(l);
+        }
+    });
+    // The receiver has joined (and attached its QP) before a sender.
+    let mut seen = Vec::new();
+    let joined = loop {
+        match lines.recv_timeout(Duration::from_secs(10)) {
+            Ok(l) => {
+                let j = l.contains("receiving data transfers");
+                seen.push(l);
+                if j {
+                    break true;
+                }
+            }
+            Err(_) => break false,
+        }
+    };
+    assert!(joined, "the receiver never got ready:\n{}", seen.join("\n"));
+    let send = tx.run(
+        "mckey",
+        &["-m", "239.1.2.3", "-b", tx_addr, "-s", "-C", "10"],
+        LIMIT,
+    );
+    let status = recv.wait().expect("receiver exit");
+    while let Ok(l) = lines.recv_timeout(Duration::from_millis(200)) {
+        seen.push(l);
+    }
+    send.expect_ok();
+    let got = seen.join("\n");
+    assert!(status.success(), "receiver: {status}\n{got}");
+    assert!(got.contains("data transfers complete"), "{got}");
+}
+
+#[test]
+fn a_killed_server_disconnects_its_peer_and_frees_its_port() {
+    let _g = serial();
+    let Some((a, b)) = devices(&["rping"]) else {
+        return;
+    };
+    // An endless rping (no -C) between two devices; kill the server.
+    let mut server = b.start("rping", &["-s", "-a", B, "-p", "19790"]);
+    assert!(b.wait_cm_listen(19790, Duration::from_secs(10)));
+    let client = a.start("rping", &["-c", "-a", B, "-I", A, "-p", "19790"]);
+    let connected = (0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        a.status().contains("/established")
+    });
+    assert!(connected, "no connection:\n{}", a.status());
     let _ = server.kill();
     let _ = server.wait();
-    r.expect_ok();
-    assert!(r.stdout.contains("connect"), "{}", r.report());
+    // The client hears DISCONNECTED (its daemon got the DREQ that rxud
+    // sent for the dead process) and ends on its own.
+    let r = rxu_testkit::tools::Run::wait(client, Duration::from_secs(20), "rping client");
+    assert!(!r.timed_out, "{}", r.report());
+    assert!(r.stderr.contains("DISCONNECT EVENT"), "{}", r.report());
+    // Nothing is left, and the port can be listened on again at once.
+    for d in [&a, &b] {
+        let s = d.status();
+        assert!(!s.contains("cm "), "ids left behind:\n{s}");
+    }
+    let p = b.cm_pair(
+        &a,
+        "rping",
+        &["-s", "-a", B, "-p", "19790", "-C", "5", "-v"],
+        &["-c", "-a", B, "-I", A, "-p", "19790", "-C", "5", "-v"],
+        19790,
+        LIMIT,
+    );
+    expect(&p, "rping on the same port after the kill");
 }

@@ -1,23 +1,25 @@
 """The interop matrix against kernel rxe (run by scripts/interop/run).
 
 Phases: path MTU 1024 (netdev MTU 1500), path MTU 4096 (netdev MTU 9000),
-and path MTU 1024 with loss and reordering on both sides of the tap. In
-each, every case runs rxu client -> rxe server and rxe client -> rxu server
-while tcpdump records the tap; then `rxu decode` checks every ICRC of that
-capture and the counters of both sides are compared. Exit status 0 only
-when every row passed."""
+path MTU 1024 with loss and reordering on both sides of the tap, and the
+rdma_cm programs (cmcases) at path MTU 1024. In each, every case runs rxu
+client -> rxe server and rxe client -> rxu server while tcpdump records the
+tap; then `rxu decode` checks every ICRC of that capture (and, for rdma_cm,
+that each case's CM MADs are there and named) and the counters of both
+sides are compared. Exit status 0 only when every row passed."""
 
 import argparse
+import json
 import os
 import re
 import sys
 import time
 
-from . import cases, checks, netns, rxu, vm
+from . import cases, checks, cmcases, cmrun, netns, rxu, vm
 from .proc import Job, listening_in, log, wait_until
 
-RXU_TO_RXE = "rxu->rxe"
-RXE_TO_RXU = "rxe->rxu"
+RXU_TO_RXE = cmrun.RXU_TO_RXE
+RXE_TO_RXU = cmrun.RXE_TO_RXU
 
 # netem: 1% loss, and 1% of the packets held back 1 ms (overtaken by the
 # next ones: reordering). It runs in the guest, on both directions of its
@@ -63,13 +65,15 @@ tc qdisc del dev ifb0 root"""
 
 class Phase:
     """impair: None, "all" (every packet may be lost or reordered) or
-    "data" (RC ACKs/NAKs pass untouched)."""
+    "data" (RC ACKs/NAKs pass untouched); cm: the phase runs the rdma_cm
+    cases instead of the verbs ones."""
 
-    def __init__(self, name, netdev_mtu, path_mtu, impair=None):
+    def __init__(self, name, netdev_mtu, path_mtu, impair=None, cm=False):
         self.name = name
         self.netdev_mtu = netdev_mtu
         self.path_mtu = path_mtu
         self.impair = impair
+        self.cm = cm
 
     @property
     def lossy(self):
@@ -93,7 +97,8 @@ class Phase:
 PHASES = [Phase("mtu1024", 1500, 1024),
           Phase("mtu4096", 9000, 4096),
           Phase("loss", 1500, 1024, "all"),
-          Phase("loss-data", 1500, 1024, "data")]
+          Phase("loss-data", 1500, 1024, "data"),
+          Phase("rdmacm", 1500, 1024, cm=True)]
 
 
 class Row:
@@ -112,6 +117,7 @@ class Runner:
         self.port = 18515
         self.timings = []
         self.picker = None
+        self.cm = cmrun.CmRunner(self)
         if args.vectors:
             from .vectors import Picker
             self.picker = Picker()
@@ -132,7 +138,8 @@ class Runner:
     def host_start(self, argv, base):
         # The programs busy-poll; niced, they leave the two cores to rxud
         # and qemu (a starved rxud made rxe time out and retransmit).
-        return Job(netns.argv("nice", "-n", "10", *argv), base, env=self.dev.env)
+        argv, env = self.dev.command(argv)
+        return Job(argv, base, env=env)
 
     def run_case(self, case, direction, phase, logdir):
         port = self.next_port()
@@ -228,16 +235,24 @@ class Runner:
             cap = rxu.Capture(pcap)
             rxu0, rxe0 = self.dev.stats(), self.rxe_counters()
             drops0 = netns.tap_tx_dropped()
-            for case in selected:
-                if not phase.runs(case):
+            cm_runs = []
+            for case in selected[1] if phase.cm else selected[0]:
+                if not phase.cm and not phase.runs(case):
                     continue
                 for direction in (RXU_TO_RXE, RXE_TO_RXU):
+                    if phase.cm:
+                        run = self.cm.run(case, direction, logdir)
+                        log(f"  -> {'ok' if run.ok else 'FAIL'} {run.figure} {run.detail}")
+                        cm_runs.append(run)
+                        continue
                     row = self.run_case(case, direction, phase, logdir)
                     log(f"  -> {'PASS' if row.ok else 'FAIL'} {row.figure} {row.detail}")
                     self.rows.append(row)
             # Let retransmissions and last ACKs settle before counting.
             time.sleep(2)
             rxu1, rxe1 = self.dev.stats(), self.rxe_counters()
+            with open(os.path.join(logdir, "rxu-stats.json"), "w") as f:
+                json.dump({"before": rxu0, "after": rxu1}, f, indent=1)
             drops = netns.tap_tx_dropped() - drops0
             cap_err = cap.stop()
             if phase.lossy:
@@ -248,6 +263,9 @@ class Runner:
             with open(pcap[:-5] + ".decode.txt", "w") as f:
                 f.write(text)
             dec = checks.Decoded(status, text)
+            if cm_runs:
+                self.rows += [Row(*r) for r in self.cm.judge(cm_runs, pcap, dec, phase.label(),
+                                                              self.args.vectors)]
             dropped = re.search(r"(\d+) packets? dropped by kernel", cap_err)
             detail = "" if dec.ok() else "; ".join(dec.bad[:3]) or text[-300:]
             if dropped and int(dropped.group(1)) > 0:
@@ -255,17 +273,24 @@ class Runner:
             self.rows.append(Row("ICRC (rxu decode)", "both", phase.label(),
                                  dec.ok() and not (dropped and int(dropped.group(1))),
                                  dec.figure(), detail))
+            if phase.cm:
+                self.rows.append(Row("CM counters (rxu stats)", "both", phase.label(),
+                                     *cmrun.cm_counters(rxu0, rxu1, dec)))
             cnt = checks.Counters(rxu0, rxu1, rxe0, rxe1, dec, phase.lossy, drops)
             self.rows.append(Row("counters", "both", phase.label(), cnt.ok(), cnt.figure(),
                                  "; ".join(cnt.problems)))
             if self.picker is not None:
                 self.picker.scan(pcap, dec)
         finally:
+            # The daemon's log goes with its runtime directory: keep it.
+            self.dev.keep_log(os.path.join(logdir, "rxud.log"))
             self.dev.down()
 
     def main(self):
-        selected = [c for c in cases.CASES
+        def pick(all_cases):
+            return [c for c in all_cases
                     if not self.args.only or re.search(self.args.only, c.name)]
+        selected = (pick(cases.CASES), pick(cmcases.CASES))
         phases = [p for p in PHASES if not self.args.phases or p.name in self.args.phases]
         netns.create(PHASES[0].netdev_mtu)
         try:

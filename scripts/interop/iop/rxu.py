@@ -4,6 +4,7 @@ packet capture of the tap."""
 import json
 import os
 import re
+import shutil
 
 from . import netns
 from .proc import Job, run, wait_until
@@ -35,6 +36,30 @@ class Device:
         if "SYSFS_PATH" not in env:
             raise RuntimeError(f"rxu up printed no environment: {r.stdout}")
         self.env = env
+
+    def command(self, argv):
+        """(argv, env) running rxu program `argv` in the namespace with the
+        environment of `rxu up`. Its LD_PRELOAD (librxu-ucma.so, the
+        in-process rdma_cm device) goes to the program alone, not to the ip
+        and nice in front of it."""
+        env = dict(self.env)
+        preload = env.pop("LD_PRELOAD", None)
+        if preload:
+            argv = ["env", f"LD_PRELOAD={preload}", *argv]
+        return netns.argv("nice", "-n", "10", *argv), env
+
+    def cm_listening(self, ps, port):
+        """Whether `rxu status` lists an rdma_cm id listening on `port` of
+        port space `ps` (`cm 3 TCP listen 0.0.0.0:7174`)."""
+        pat = re.compile(rf"\bcm \d+ {ps} listen\w* \S*:{port}\b", re.IGNORECASE)
+        return bool(pat.search(self.status()))
+
+    def keep_log(self, dest):
+        """Copies the daemon's log (`rxu up` writes <runtime>/<name>.log)."""
+        try:
+            shutil.copyfile(os.path.join(self.runtime, f"{NAME}.log"), dest)
+        except OSError:
+            pass
 
     def down(self):
         run(netns.argv(self.rxu, "down", "--name", NAME, "--force"),

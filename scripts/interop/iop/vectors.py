@@ -83,3 +83,36 @@ class Picker:
                 f.write("".join(line + "\n" for *_, line in have))
             written.append(stem)
         return written, missing
+
+
+def frame_times(path):
+    """Capture time (s since the epoch) of each record of a classic pcap,
+    in order (frame n is index n - 1)."""
+    with open(path, "rb") as f:
+        d = f.read()
+    if len(d) < 24:
+        return []
+    magic = d[:4]
+    le = magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1")
+    nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+    fmt = "<IIII" if le else ">IIII"
+    out, off = [], 24
+    while off + 16 <= len(d):
+        sec, frac, incl, _ = struct.unpack(fmt, d[off:off + 16])
+        out.append(sec + frac / (1e9 if nano else 1e6))
+        off += 16 + incl
+    return out
+
+
+def write_frames(out_dir, stem, pcap, frames):
+    """Writes the records `frames` (frame number -> (src, op, decode line))
+    of `pcap` as <stem>.pcap, and their decode lines as <stem>.txt."""
+    header, recs = read_pcap(pcap)
+    nums = [n for n in sorted(frames) if 1 <= n <= len(recs)]
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, f"{stem}.pcap"), "wb") as f:
+        f.write(header)
+        for n in nums:
+            f.write(b"".join(recs[n - 1]))
+    with open(os.path.join(out_dir, f"{stem}.txt"), "w") as f:
+        f.write("".join(frames[n][2] + "\n" for n in nums))

@@ -115,10 +115,11 @@ class Guest:
         with open(os.path.join(self.share, "gid_index")) as f:
             self.gid_index = int(f.read().strip())
 
-    def start(self, script, what, limit=None, listen_port=None):
+    def start(self, script, what, limit=None, listen_port=None, listen_cm=None):
         """Starts `script` (sh) in the guest. With `limit`, it runs under
         timeout(1); with `listen_port`, the guest reports when that TCP port
-        listens (out/<id>.listening)."""
+        listens (out/<id>.listening); with `listen_cm` (port space, port),
+        when an rdma_cm id listens there (`rdma resource show cm_id`)."""
         self.next_id += 1
         ident = f"{self.next_id:04d}"
         out = f"/share/out/{ident}"
@@ -133,6 +134,12 @@ class Guest:
                 body += (f"while kill -0 $p 2>/dev/null; do\n"
                          f"  if grep -q ':{listen_port:04X} [0-9A-F]*:0000 0A ' /proc/net/tcp /proc/net/tcp6 2>/dev/null; then\n"
                          f"    : >{out}.listening; break\n  fi\n  sleep 0.05\ndone\n")
+            elif listen_cm is not None:
+                ps, port = listen_cm
+                body += (f"while kill -0 $p 2>/dev/null; do\n"
+                         f"  if rdma resource show cm_id 2>/dev/null | "
+                         f"grep -Eq 'state LISTEN ps {ps} .*src-addr [^ ]*:{port}( |$)'; then\n"
+                         f"    : >{out}.listening; break\n  fi\n  sleep 0.1\ndone\n")
             body += "wait $p\n"
         else:
             body = script + "\n"

@@ -20,7 +20,8 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{AhAttr, QpAttr, QpType};
+use super::attr::{AhAttr, QpAttr};
+use transport::verbs::QpType;
 
 /// `enum rdma_cm_event_type`.
 pub mod event {

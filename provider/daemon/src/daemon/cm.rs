@@ -22,8 +22,8 @@ use rxu_cm::engine::{Cm, CmConfig, CmTiming, MadRx, Owner};
 use transport::engine::{Endpoint, GsiSend};
 use transport::qp::Memory;
 
+use super::cm_join::Join;
 use super::log::{debug, warning};
-use super::mcast::Join;
 use super::port::Port;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::sys;

@@ -5,8 +5,6 @@
 //! joins aside). The endpoint owns the attachments, the CM service the
 //! joins, the driver the sockets; this file only reconciles them.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-
 use rxu_abi::proto::Response;
 use transport::engine::mcast::ipv4_groups;
 use transport::engine::EngineError;
@@ -15,26 +13,6 @@ use super::device::Device;
 use super::log::debug;
 use super::reply::{refuse, Handled, Reply};
 use crate::verbs;
-
-/// One `rdma_join_multicast` of an rdma_cm id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Join {
-    pub id: u32,
-    pub group: SocketAddr,
-    pub send_only: bool,
-    /// MULTICAST_JOIN (or _ERROR) was written.
-    pub reported: bool,
-}
-
-impl Join {
-    /// The IPv4 group, for a join that needs the device to receive it.
-    pub fn received(&self) -> Option<Ipv4Addr> {
-        match self.group.ip() {
-            IpAddr::V4(g) if !self.send_only => Some(g),
-            _ => None,
-        }
-    }
-}
 
 /// The errno a client sees for an engine refusal.
 pub fn errno_of(e: &EngineError) -> i32 {

@@ -15,6 +15,7 @@
 
 pub mod admin;
 pub mod cm;
+pub mod cm_join;
 pub mod completion;
 pub mod counters;
 pub mod cq;

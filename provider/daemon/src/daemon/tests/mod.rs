@@ -9,6 +9,7 @@
 mod harness;
 pub(super) mod spec;
 
+mod cm;
 mod control;
 mod cq;
 mod datapath;
