@@ -435,8 +435,8 @@ fn rej_sent(d: &Dev) -> u64 {
     d.stats()
         .lines()
         .find_map(|l| {
-            let (k, v) = l.split_once(|c: char| c == ':' || c.is_whitespace())?;
-            (k.trim() == "cm_rej_sent_reason_28").then(|| v.trim().parse().ok())?
+            let mut w = l.split_whitespace();
+            (w.next()? == "cm_rej_sent_reason_28").then(|| w.next()?.parse().ok())?
         })
         .unwrap_or(0)
 }
