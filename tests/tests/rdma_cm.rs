@@ -415,7 +415,9 @@ fn rdma_reject_carries_private_data_both_ways() {
             if !zeros {
                 assert!(
                     out.contains("rdma_connect with 57 bytes: -1 (Invalid argument)")
-                        && p.server.stdout.contains("rdma_reject with 149 bytes: -1 (Invalid argument)"),
+                        && p.server
+                            .stdout
+                            .contains("rdma_reject with 149 bytes: -1 (Invalid argument)"),
                     "{what}:\n{}",
                     p.report()
                 );

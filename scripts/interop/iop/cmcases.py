@@ -56,7 +56,8 @@ class Mad:
     count: int = 1
     reason: int = None
     # The REJ's 148 bytes of private data, when given: at least one of the
-    # matching MADs must carry exactly these.
+    # matching MADs must carry exactly these, and its sender's comm ID (an
+    # rdma_cm id rejects from MRA_REQ_SENT, where the kernel fills it in).
     rej_data: bytes = None
 
 
@@ -183,6 +184,13 @@ def rej_private_data(frame):
     if len(frame) < REJ_DATA_OFFSET + REJ_PRIVATE_DATA_LEN or frame[14] != 0x45:
         return None
     return bytes(frame[REJ_DATA_OFFSET:REJ_DATA_OFFSET + REJ_PRIVATE_DATA_LEN])
+
+
+def rej_local_comm_id(frame):
+    """The REJ's Local Communication ID (MAD offset 24), or None."""
+    if len(frame) < MAD_OFFSET + 28 or frame[14] != 0x45:
+        return None
+    return int.from_bytes(frame[MAD_OFFSET + 24:MAD_OFFSET + 28], "big")
 
 
 def check_cm_reject(zeros):
@@ -330,6 +338,10 @@ def wire_check(case, frames, client_ip, server_ip, raw=None):
             problems.append(f"{want.count}x {what} from {want.role} wanted, {len(match)} seen")
         elif want.rej_data is not None:
             got = [rej_private_data(raw.get(num, b"")) for num in match]
+            lcids = [rej_local_comm_id(raw.get(num, b"")) for num in match]
+            if want.rej_data in got and not lcids[got.index(want.rej_data)]:
+                problems.append(f"{what} from {want.role}: Local Comm ID 0, wanted the "
+                                "rejecting side's")
             if want.rej_data not in got:
                 shown = next((g for g in got if g is not None), None)
                 problems.append(f"{what} from {want.role}: private data on the wire "
