@@ -67,6 +67,7 @@ int main(int argc, char **argv)
 	CHECK(qp, "ibv_create_qp failed");
 	CHECK(ibv_qp_to_qp_ex(qp) == NULL, "a plain QP claims the ibv_wr_* interface");
 	union ibv_gid mgid = { .raw = { 0xff, 0x12 } };
+	/* An IPv6 (IB-style) group: rxu joins IPv4 groups only. */
 	CHECK(ibv_attach_mcast(qp, &mgid, 0) == EOPNOTSUPP, "ibv_attach_mcast");
 	struct ibv_ah_attr aa = { .port_num = 1 };
 	CHECK(!ibv_create_ah(pd, &aa) && errno == EINVAL, "an AH without a GRH was accepted");

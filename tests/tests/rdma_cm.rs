@@ -175,10 +175,9 @@ fn perftest_connects_through_rdma_cm() {
         return;
     };
     // -R: the QPs come from rdma_cm (the device too: no -d); every tool
-    // on one device, then the bandwidth and latency ones across two.
+    // on one device, then across two.
     let mut runs: Vec<(&str, &Dev, &str, &Dev)> = tools.iter().map(|t| (*t, &a, A, &a)).collect();
-    runs.push(("ib_write_bw", &b, B, &a));
-    runs.push(("ib_send_lat", &b, B, &a));
+    runs.extend(tools.iter().map(|t| (*t, &b, B, &a)));
     for (i, (tool, sdev, saddr, cdev)) in runs.into_iter().enumerate() {
         let port = 19750 + i as u16;
         let ps = port.to_string();
@@ -239,13 +238,21 @@ fn cmtime_connects_and_disconnects_a_hundred() {
     };
     // The server runs until killed (as on a kernel); the client must
     // connect and disconnect all of its connections and exit 0.
-    let mut server = b.start("cmtime", &["-b", B, "-p", "19780", "-c", "100"]);
-    assert!(b.wait_cm_listen(19780, Duration::from_secs(10)));
-    let r = a.run("cmtime", &["-s", B, "-p", "19780", "-c", "100"], LIMIT);
-    let _ = server.kill();
-    let _ = server.wait();
-    r.expect_ok();
-    assert!(r.stdout.contains("connect"), "{}", r.report());
+    for (i, (sdev, saddr, caddr)) in [(&a, A, A), (&b, B, A)].into_iter().enumerate() {
+        let port = 19780 + i as u16;
+        let ps = port.to_string();
+        let mut server = sdev.start("cmtime", &["-b", saddr, "-p", &ps, "-c", "100"]);
+        assert!(sdev.wait_cm_listen(port, Duration::from_secs(10)));
+        let r = a.run(
+            "cmtime",
+            &["-s", saddr, "-b", caddr, "-p", &ps, "-c", "100"],
+            LIMIT,
+        );
+        let _ = server.kill();
+        let _ = server.wait();
+        r.expect_ok();
+        assert!(r.stdout.contains("connect"), "{}", r.report());
+    }
 }
 
 /// Runs `f` on a thread of its own in a new network namespace (lo up), so
@@ -270,66 +277,74 @@ fn in_private_netns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -
 }
 
 #[test]
-fn mckey_multicast_between_two_devices() {
+fn mckey_multicast_on_one_device_and_between_two() {
     let _g = serial();
     let done = in_private_netns(|| {
         // Programs and daemons start from this thread: inside the namespace.
         let a = Dev::up("rxum1", "127.0.0.1", &["mckey"])?;
         let b = Dev::up("rxum2", "127.0.0.2", &["mckey"])?;
-        // stdbuf: mckey's progress lines must arrive as they are printed.
-        let mut rx = a.start(
-            "stdbuf",
-            &[
-                "-oL",
-                "mckey",
-                "-m",
-                "239.1.2.3",
-                "-b",
-                "127.0.0.1",
-                "-C",
-                "10",
-            ],
-        );
-        let out = rx.stdout.take().expect("stdout");
-        let (tx_lines, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx_lines.send(l);
-            }
-        });
-        // The receiver has joined (and attached its QP) before a sender.
-        let mut seen = Vec::new();
-        let joined = loop {
-            match lines.recv_timeout(Duration::from_secs(10)) {
-                Ok(l) => {
-                    let j = l.contains("receiving data transfers");
-                    seen.push(l);
-                    if j {
-                        break true;
-                    }
-                }
-                Err(_) => break false,
-            }
-        };
-        assert!(joined, "the receiver never got ready:\n{}", seen.join("\n"));
-        let send = b.run(
-            "mckey",
-            &["-m", "239.1.2.3", "-b", "127.0.0.2", "-s", "-C", "10"],
-            LIMIT,
-        );
-        let status = rx.wait().expect("receiver exit");
-        while let Ok(l) = lines.recv_timeout(Duration::from_millis(200)) {
-            seen.push(l);
+        for (sender, saddr) in [(&b, "127.0.0.2"), (&a, "127.0.0.1")] {
+            mckey_once(&a, sender, saddr);
         }
-        send.expect_ok();
-        let recv = seen.join("\n");
-        assert!(status.success(), "receiver: {status}\n{recv}");
-        assert!(recv.contains("data transfers complete"), "{recv}");
         Some(())
     });
     // None: skipped (reported by the kit) before anything ran.
     let _ = done;
+}
+
+/// A receiver on `rx` (127.0.0.1) and a sender on `tx` (at `tx_addr`):
+/// ten UD messages through group 239.1.2.3.
+fn mckey_once(rx: &Dev, tx: &Dev, tx_addr: &str) {
+    // stdbuf: mckey's progress lines must arrive as they are printed.
+    let mut recv = rx.start(
+        "stdbuf",
+        &[
+            "-oL",
+            "mckey",
+            "-m",
+            "239.1.2.3",
+            "-b",
+            "127.0.0.1",
+            "-C",
+            "10",
+        ],
+    );
+    let out = recv.stdout.take().expect("stdout");
+    let (tx_lines, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx_lines.send(l);
+        }
+    });
+    // The receiver has joined (and attached its QP) before a sender.
+    let mut seen = Vec::new();
+    let joined = loop {
+        match lines.recv_timeout(Duration::from_secs(10)) {
+            Ok(l) => {
+                let j = l.contains("receiving data transfers");
+                seen.push(l);
+                if j {
+                    break true;
+                }
+            }
+            Err(_) => break false,
+        }
+    };
+    assert!(joined, "the receiver never got ready:\n{}", seen.join("\n"));
+    let send = tx.run(
+        "mckey",
+        &["-m", "239.1.2.3", "-b", tx_addr, "-s", "-C", "10"],
+        LIMIT,
+    );
+    let status = recv.wait().expect("receiver exit");
+    while let Ok(l) = lines.recv_timeout(Duration::from_millis(200)) {
+        seen.push(l);
+    }
+    send.expect_ok();
+    let got = seen.join("\n");
+    assert!(status.success(), "receiver: {status}\n{got}");
+    assert!(got.contains("data transfers complete"), "{got}");
 }
 
 #[test]

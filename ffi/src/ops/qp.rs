@@ -232,7 +232,11 @@ pub unsafe extern "C" fn attach_mcast(qp: *mut IbvQp, gid: *const IbvGid, lid: u
         }
         // SAFETY: qp is ours; gid the caller's, checked non-null.
         let (q, g) = unsafe { (client_qp(qp)?, (*gid).raw) };
-        q.attach_mcast(&g, lid).map_err(client_err("attach_mcast"))
+        let r = q.attach_mcast(&g, lid).map_err(client_err("attach_mcast"));
+        if r == Err(libc::EOPNOTSUPP) {
+            unsupported("attach_mcast to an IPv6 group (rxu joins IPv4 groups)");
+        }
+        r
     })
 }
 

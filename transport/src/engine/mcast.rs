@@ -53,8 +53,15 @@ impl Groups {
     /// Attaches `qpn` to `group` (idempotent).
     pub fn attach(&mut self, qpn: u32, group: IpAddr) -> Result<(), EngineError> {
         let g = group_key(group);
-        let IpAddr::V4(v4) = g else {
-            return Err(EngineError::NotMulticast(group));
+        let v4 = match g {
+            IpAddr::V4(v4) => v4,
+            // A real group, but rxu joins IPv4 groups only.
+            IpAddr::V6(v6) if v6.is_multicast() => {
+                return Err(EngineError::Config(
+                    "IPv6 multicast groups are not supported",
+                ))
+            }
+            IpAddr::V6(_) => return Err(EngineError::NotMulticast(group)),
         };
         if !v4.is_multicast() {
             return Err(EngineError::NotMulticast(group));
@@ -146,12 +153,17 @@ mod tests {
     #[test]
     fn only_ipv4_multicast_groups_within_the_limits() {
         let mut g = Groups::default();
-        for bad in ["10.0.0.1", "::ffff:10.0.0.1", "ff0e::1", "255.255.255.255"] {
+        for bad in ["10.0.0.1", "::ffff:10.0.0.1", "fe80::1", "255.255.255.255"] {
             assert!(
                 matches!(g.attach(1, ip(bad)), Err(EngineError::NotMulticast(_))),
                 "{bad}"
             );
         }
+        // A real IPv6 group: not supported (EOPNOTSUPP to the client).
+        assert!(matches!(
+            g.attach(1, ip("ff0e::1")),
+            Err(EngineError::Config(_))
+        ));
         for i in 0..MAX_GROUPS {
             g.attach(1, IpAddr::from([239, 0, 0, i as u8])).unwrap();
         }
