@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use rxu_testkit::serial;
-use rxu_testkit::tools::{Dev, Pair};
+use rxu_testkit::tools::{compile_c_with, Dev, Pair};
 
 const LIMIT: Duration = Duration::from_secs(60);
 const A: &str = "127.0.7.1";
@@ -383,4 +383,77 @@ fn a_killed_server_disconnects_its_peer_and_frees_its_port() {
         LIMIT,
     );
     expect(&p, "rping on the same port after the kill");
+}
+
+#[test]
+fn rdma_reject_carries_private_data_both_ways() {
+    let _g = serial();
+    let Some((a, b)) = devices(&[]) else {
+        return;
+    };
+    let Some(exe) = compile_c_with("cm_reject", a.runtime_dir(), &["rdmacm"]) else {
+        return;
+    };
+    let exe = exe.to_str().expect("utf-8 path");
+    // (server device, its address, client device, client address): one
+    // device, then across two in both directions.
+    let cases = [(&a, A, &a, A), (&b, B, &a, A), (&a, A, &b, B)];
+    let mut port = 19800;
+    for (sdev, saddr, cdev, caddr) in cases {
+        // 148 bytes (and the limits: 57 bytes in a connect, 149 in a
+        // reject, both EINVAL), then a reject with none.
+        for (mode, zeros) in [("-O", false), ("-z", true)] {
+            port += 1;
+            let ps = port.to_string();
+            let rej0 = rej_sent(sdev);
+            let p = sdev.cm_pair_programs(
+                cdev,
+                (exe, &["-s", saddr, "-p", &ps, mode]),
+                (exe, &["-c", saddr, "-b", caddr, "-p", &ps, mode]),
+                port,
+                LIMIT,
+            );
+            let what = format!("cm_reject {mode} {caddr} -> {saddr}");
+            expect(&p, &what);
+            let out = p.client_stdout();
+            assert!(
+                out.contains("REJECTED status 28 private_data_len 148"),
+                "{what}:\n{}",
+                p.report()
+            );
+            let data = if zeros { "(zeros)" } else { "(0xff down)" };
+            assert!(
+                out.contains(&format!("REJ private data: 148 bytes as sent {data}")),
+                "{what}:\n{}",
+                p.report()
+            );
+            if !zeros {
+                assert!(
+                    out.contains("rdma_connect with 57 bytes: -1 (Invalid argument)")
+                        && p.server
+                            .stdout
+                            .contains("rdma_reject with 149 bytes: -1 (Invalid argument)"),
+                    "{what}:\n{}",
+                    p.report()
+                );
+            }
+            // The server's daemon sent the REJ, with the consumer's reason.
+            assert_eq!(rej_sent(sdev) - rej0, 1, "{what}:\n{}", sdev.stats());
+        }
+    }
+    for d in [&a, &b] {
+        let s = d.status();
+        assert!(!s.contains("cm "), "ids left behind:\n{s}");
+    }
+}
+
+/// REJs with reason 28 (consumer defined) this device's daemon sent.
+fn rej_sent(d: &Dev) -> u64 {
+    d.stats()
+        .lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next()? == "cm_rej_sent_reason_28").then(|| w.next()?.parse().ok())?
+        })
+        .unwrap_or(0)
 }

@@ -101,6 +101,10 @@ PHASES = [Phase("mtu1024", 1500, 1024),
           Phase("rdmacm", 1500, 1024, cm=True)]
 
 
+# Programs of tests/c the rdma_cm cases run on both sides.
+TEST_PROGS = ["cm_reject"]
+
+
 class Row:
     def __init__(self, test, direction, mtu, ok, figure, detail=""):
         self.test, self.direction, self.mtu = test, direction, mtu
@@ -111,7 +115,12 @@ class Runner:
     def __init__(self, args):
         self.args = args
         self.work = args.work
-        self.guest = vm.Guest(args.image, self.work, args.accel, PHASES[0].netdev_mtu)
+        # Test programs built from tests/c (scripts/interop/run puts them in
+        # the bindir): run from there on the host, from the share in the guest.
+        self.host_progs = {p: os.path.join(args.bindir, p) for p in TEST_PROGS
+                           if os.path.isfile(os.path.join(args.bindir, p))}
+        self.guest = vm.Guest(args.image, self.work, args.accel, PHASES[0].netdev_mtu,
+                              self.host_progs.values())
         self.dev = rxu.Device(args.bindir, os.path.join(self.work, "runtime"))
         self.rows = []
         self.port = 18515

@@ -27,11 +27,16 @@ UDADDY_PORT = 7174
 @dataclass
 class End:
     """One side of a case: its address, the peer's, its verbs device and
-    the rdma_cm port the server listens on."""
+    the rdma_cm port the server listens on; `progs` maps the test programs
+    built from tests/c (cm_reject) to their path on this side."""
     ip: str
     peer: str
     dev: str
     port: int
+    progs: dict = field(default_factory=dict)
+
+    def prog(self, name):
+        return self.progs.get(name, name)
 
 
 @dataclass
@@ -50,6 +55,10 @@ class Mad:
     msg: str
     count: int = 1
     reason: int = None
+    # The REJ's 148 bytes of private data, when given: at least one of the
+    # matching MADs must carry exactly these, and its sender's comm ID (an
+    # rdma_cm id rejects from MRA_REQ_SENT, where the kernel fills it in).
+    rej_data: bytes = None
 
 
 @dataclass
@@ -155,6 +164,65 @@ def check_survivor(c, s):
         "" if seen else f"server exit {s.rc}, no DISCONNECT EVENT"
 
 
+# --- rdma_reject with private data (tests/c/cm_reject.c) ----------------------
+# The REJ that rdma_reject sends: reason IB_CM_REJ_CONSUMER_DEFINED, and
+# the 148 bytes of private data cm_reject's server passes (0xff, 0xfe, ...),
+# or zeros when it passes none.
+REJ_CONSUMER_DEFINED = 28
+REJ_PRIVATE_DATA_LEN = 148
+REJ_PATTERN = bytes((0xff - i) & 0xff for i in range(REJ_PRIVATE_DATA_LEN))
+# Where the REJ's private data sits in a RoCEv2 frame over IPv4: Ethernet
+# 14 + IPv4 20 + UDP 8 + BTH 12 + DETH 8 = the MAD at 62; the REJ's private
+# data at MAD offset 24 (MAD header) + 84 (comm IDs, reason, ARI).
+MAD_OFFSET = 62
+REJ_DATA_OFFSET = MAD_OFFSET + 24 + 84
+
+
+def rej_private_data(frame):
+    """The 148 bytes of a REJ's private data in a captured frame, or None
+    when the frame is too short (or not IPv4 without options)."""
+    if len(frame) < REJ_DATA_OFFSET + REJ_PRIVATE_DATA_LEN or frame[14] != 0x45:
+        return None
+    return bytes(frame[REJ_DATA_OFFSET:REJ_DATA_OFFSET + REJ_PRIVATE_DATA_LEN])
+
+
+def rej_local_comm_id(frame):
+    """The REJ's Local Communication ID (MAD offset 24), or None."""
+    if len(frame) < MAD_OFFSET + 28 or frame[14] != 0x45:
+        return None
+    return int.from_bytes(frame[MAD_OFFSET + 24:MAD_OFFSET + 28], "big")
+
+
+def check_cm_reject(zeros):
+    """cm_reject's client saw REJECTED 28 with the 148 bytes it expected;
+    both sides exit 0 (the server after checking the REQ's 56 bytes)."""
+    data = "(zeros)" if zeros else "(0xff down)"
+    wants = [("client", "REJECTED status 28 private_data_len 148"),
+             ("client", f"REJ private data: 148 bytes as sent {data}"),
+             ("server", "CONNECT_REQUEST private_data_len 56")]
+    if not zeros:
+        wants += [("client", "rdma_connect with 57 bytes: -1 (Invalid argument)"),
+                  ("server", "rdma_reject with 149 bytes: -1 (Invalid argument)")]
+
+    def check(c, s):
+        missing = [f"{who} did not print {said!r}" for who, said in wants
+                   if said not in (c if who == "client" else s).out]
+        ok = c.rc == 0 and s.rc == 0 and not missing
+        fig = ("REJECTED 28, 148 bytes " + ("of zeros" if zeros else "as sent")
+               + ("" if zeros else ", 57/149 bytes EINVAL")) if ok else f"exit {c.rc}/{s.rc}"
+        return ok, fig, "" if ok else "; ".join([_rc_detail(c, s), *missing])
+    return check
+
+
+def _cm_reject(mode):
+    def server(e):
+        return [e.prog("cm_reject"), "-s", e.ip, "-p", str(e.port), mode]
+
+    def client(e):
+        return [e.prog("cm_reject"), "-c", e.peer, "-b", e.ip, "-p", str(e.port), mode]
+    return server, client
+
+
 # --- the MADs of a connection --------------------------------------------------
 CONNECT = [Mad("client", "REQ"), Mad("server", "REP"), Mad("client", "RTU")]
 DISCONNECT = [Mad("any", "DREQ"), Mad("any", "DREP")]
@@ -219,6 +287,14 @@ CASES = [
            check_rejected(r"cma event RDMA_CM_EVENT_REJECTED, error 8\b"),
            [Mad("client", "REQ"), Mad("server", "REJ", reason=REJ_INVALID_SERVICE_ID)],
            kind=REJECT),
+    CmCase("rdma_cm rdma_reject 148 bytes (cm_reject)", "TCP", *_cm_reject("-O"),
+           check_cm_reject(False),
+           [Mad("client", "REQ"), Mad("server", "REJ", reason=REJ_CONSUMER_DEFINED,
+                                      rej_data=REJ_PATTERN)]),
+    CmCase("rdma_cm rdma_reject 0 bytes (cm_reject)", "TCP", *_cm_reject("-z"),
+           check_cm_reject(True),
+           [Mad("client", "REQ"), Mad("server", "REJ", reason=REJ_CONSUMER_DEFINED,
+                                      rej_data=bytes(REJ_PRIVATE_DATA_LEN))]),
     # rping without a count pings until the client is killed; the server
     # must see DISCONNECTED (the DREQ the client's CM sends when its
     # process dies).
@@ -233,13 +309,15 @@ _CM_RE = re.compile(r" CM (\S+)")
 _REASON_RE = re.compile(r"reason=(\d+)")
 
 
-def wire_check(case, frames, client_ip, server_ip):
+def wire_check(case, frames, client_ip, server_ip, raw=None):
     """(ok, summary, problems) of the capture frames of one case: every CM
     MAD named (none `CM ?`), every ICRC ok, and the MADs the case needs
-    from the roles that must send them."""
-    seen = []  # (role, msg, reason)
+    from the roles that must send them. `raw` (frame number -> bytes) is
+    needed for the MADs whose REJ private data is checked."""
+    seen = []  # (role, msg, reason, frame number)
     problems = []
-    for _num, (src, _op, line) in sorted(frames.items()):
+    raw = raw or {}
+    for num, (src, _op, line) in sorted(frames.items()):
         if "icrc=ok" not in line:
             problems.append(f"bad ICRC: {line}")
         m = _CM_RE.search(line)
@@ -250,16 +328,28 @@ def wire_check(case, frames, client_ip, server_ip):
             continue
         role = "client" if src == client_ip else "server" if src == server_ip else "?"
         r = _REASON_RE.search(line)
-        seen.append((role, m.group(1), int(r.group(1)) if r else None))
+        seen.append((role, m.group(1), int(r.group(1)) if r else None, num))
     for want in case.mads:
-        n = sum(1 for role, msg, reason in seen
-                if msg == want.msg and (want.role == "any" or role == want.role)
-                and (want.reason is None or reason == want.reason))
-        if n < want.count:
-            what = f"{want.msg}" + (f" reason={want.reason}" if want.reason is not None else "")
-            problems.append(f"{want.count}x {what} from {want.role} wanted, {n} seen")
+        match = [num for role, msg, reason, num in seen
+                 if msg == want.msg and (want.role == "any" or role == want.role)
+                 and (want.reason is None or reason == want.reason)]
+        what = f"{want.msg}" + (f" reason={want.reason}" if want.reason is not None else "")
+        if len(match) < want.count:
+            problems.append(f"{want.count}x {what} from {want.role} wanted, {len(match)} seen")
+        elif want.rej_data is not None:
+            got = [rej_private_data(raw.get(num, b"")) for num in match]
+            lcids = [rej_local_comm_id(raw.get(num, b"")) for num in match]
+            if want.rej_data in got and not lcids[got.index(want.rej_data)]:
+                problems.append(f"{what} from {want.role}: Local Comm ID 0, wanted the "
+                                "rejecting side's")
+            if want.rej_data not in got:
+                shown = next((g for g in got if g is not None), None)
+                problems.append(f"{what} from {want.role}: private data on the wire "
+                                + (f"{shown[:8].hex()}..{shown[-4:].hex()}" if shown
+                                   else "not readable")
+                                + f", wanted {want.rej_data[:8].hex()}..{want.rej_data[-4:].hex()}")
     order = []
-    for _role, msg, _reason in seen:
+    for _role, msg, _reason, _num in seen:
         if msg not in order:
             order.append(msg)
     return not problems, " ".join(order) or "no CM MADs", problems

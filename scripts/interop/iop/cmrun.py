@@ -59,8 +59,8 @@ class CmRunner:
     def _run(self, case, direction, logdir):
         port = case.port or self.r.next_port()
         rxu_client = direction == RXU_TO_RXE
-        host = End(netns.HOST_IP, netns.GUEST_IP, rxu.NAME, port)
-        guest = End(netns.GUEST_IP, netns.HOST_IP, "rxe0", port)
+        host = End(netns.HOST_IP, netns.GUEST_IP, rxu.NAME, port, self.r.host_progs)
+        guest = End(netns.GUEST_IP, netns.HOST_IP, "rxe0", port, self.r.guest.progs)
         c_end, s_end = (host, guest) if rxu_client else (guest, host)
         run = Run(case, direction, c_end.ip, s_end.ip)
         tag = "".join(ch if ch.isalnum() else "_" for ch in case.name).strip("_")
@@ -162,14 +162,17 @@ class CmRunner:
         CM MADs of the first passing rping run in each direction are written
         there as reference captures."""
         times = vectors.frame_times(pcap)
+        # The frames' bytes, for the REJ private data checks.
+        _, recs = vectors.read_pcap(pcap)
         rows = []
         kept = set()
         for i, run in enumerate(runs):
             end = runs[i + 1].t0 if i + 1 < len(runs) else float("inf")
             frames = {n: f for n, f in decoded.frames.items()
                       if n - 1 < len(times) and run.t0 <= times[n - 1] < end}
+            raw = {n: recs[n - 1][1] for n in frames if n - 1 < len(recs)}
             w_ok, summary, problems = cmcases.wire_check(run.case, frames, run.client_ip,
-                                                         run.server_ip)
+                                                         run.server_ip, raw)
             ok = run.ok and w_ok
             detail = "; ".join(x for x in [run.detail.strip(), *problems[:4]] if x)
             rows.append((run.case.name, run.direction, label, ok,

@@ -69,7 +69,11 @@ class GuestJob:
 
 
 class Guest:
-    def __init__(self, image_dir, work, accel, mtu):
+    def __init__(self, image_dir, work, accel, mtu, progs=()):
+        """`progs`: host-built programs (linked against the Debian 12
+        libraries the guest has too) that the guest runs from the share."""
+        self.host_progs = list(progs)
+        self.progs = {}
         self.image = image_dir
         self.work = work
         self.accel = accel
@@ -84,6 +88,12 @@ class Guest:
         os.makedirs(os.path.join(self.share, "cmd"))
         os.makedirs(os.path.join(self.share, "out"))
         shutil.copy(os.path.join(HERE, "guest-init"), os.path.join(self.share, "guest-init"))
+        if self.host_progs:
+            os.makedirs(os.path.join(self.share, "bin"))
+        for path in self.host_progs:
+            name = os.path.basename(path)
+            shutil.copy(path, os.path.join(self.share, "bin", name))
+            self.progs[name] = f"/share/bin/{name}"
         with open(os.path.join(self.share, "mtu"), "w") as f:
             f.write(f"{self.mtu}\n")
         if self.accel == "kvm":

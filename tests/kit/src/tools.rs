@@ -411,9 +411,22 @@ impl Pair {
 /// Compiles `tests/c/<name>.c` against libibverbs into `out_dir`; None
 /// (after [`skip`]) without a C compiler or the verbs headers.
 pub fn compile_c(name: &str, out_dir: &Path) -> Option<PathBuf> {
-    if !Path::new("/usr/include/infiniband/verbs.h").exists() {
-        skip("infiniband/verbs.h not installed (libibverbs-dev)");
-        return None;
+    compile_c_with(name, out_dir, &[])
+}
+
+/// Like [`compile_c`], linked against `libs` (e.g. "rdmacm") too; skips
+/// when a library's headers are missing.
+pub fn compile_c_with(name: &str, out_dir: &Path, libs: &[&str]) -> Option<PathBuf> {
+    let headers = [("ibverbs", "infiniband/verbs.h", "libibverbs-dev")];
+    let extra = [("rdmacm", "rdma/rdma_cma.h", "librdmacm-dev")];
+    for (lib, header, pkg) in headers
+        .iter()
+        .chain(extra.iter().filter(|(l, ..)| libs.contains(l)))
+    {
+        if !Path::new("/usr/include").join(header).exists() {
+            skip(&format!("{header} not installed ({pkg}, for -l{lib})"));
+            return None;
+        }
     }
     // tests/c beside this crate (tests/kit).
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -425,6 +438,7 @@ pub fn compile_c(name: &str, out_dir: &Path) -> Option<PathBuf> {
         .args(["-Wall", "-O1", "-o"])
         .arg(&exe)
         .arg(&src)
+        .args(libs.iter().map(|l| format!("-l{l}")))
         .arg("-libverbs")
         .output()
     {

@@ -80,7 +80,9 @@ impl Cm {
                 self.free_conn(comm);
             }
             ConnState::ReqRcvd => {
-                let m = rej(0, msg_ref::REQ, rej_reason::CONSUMER_DEFINED, &[]);
+                // With our comm ID, as from the kernel's MRA_REQ_SENT (see
+                // `Cm::reject`).
+                let m = rej(comm, msg_ref::REQ, rej_reason::CONSUMER_DEFINED, &[]);
                 self.conn_send(comm, m);
                 self.free_conn(comm);
             }

@@ -35,8 +35,11 @@ impl Cm {
         let Some((comm, c)) = self.conn_of(id) else {
             return Err(CmError::inval("no connection to reject"));
         };
+        // ReqRcvd is the kernel's MRA_REQ_SENT (rdma_cm arms a delayed MRA
+        // as it reports the REQ), where its REJ carries the local comm ID:
+        // 0 only in a REJ from plain REQ_RCVD, which rdma_cm never rejects.
         let (local, msg_rejected) = match c.state {
-            ConnState::ReqRcvd => (0, msg_ref::REQ),
+            ConnState::ReqRcvd => (comm, msg_ref::REQ),
             ConnState::RepRcvd => (comm, msg_ref::REP),
             ConnState::ReqSent | ConnState::RepSent => (comm, msg_ref::OTHER),
             _ => return Err(CmError::inval("nothing to reject in this state")),

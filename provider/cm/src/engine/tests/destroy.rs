@@ -59,12 +59,16 @@ fn destroy_passive_before_accept_rejects_28() {
         .unwrap();
     p.pump();
     let nb = p.events_b()[0].1.new_id;
+    let b_comm = super::rc::passive_comm_id(&mut p);
     p.b.destroy(p.now, nb).unwrap();
     p.pump();
     let CmMsg::Rej(rej) = &p.log.last().unwrap().1.msg else {
         panic!("no REJ");
     };
-    assert_eq!((rej.reason, rej.msg_rejected), (28, msg_ref::REQ));
+    assert_eq!(
+        (rej.reason, rej.msg_rejected, rej.local_comm_id),
+        (28, msg_ref::REQ, b_comm)
+    );
     assert_eq!(p.events_a()[0].1.status, 28);
 }
 

@@ -199,6 +199,11 @@ fn reject_carries_reason_28_and_private_data() {
         .unwrap();
     p.pump();
     let nb = p.events_b()[0].1.new_id;
+    let CmMsg::Req(req) = &p.log[0].1.msg else {
+        panic!("no REQ");
+    };
+    let a_comm = req.local_comm_id;
+    let b_comm = passive_comm_id(&mut p);
     assert_eq!(
         p.b.reject(p.now, nb, &[7u8; 149], 0).unwrap_err().errno(),
         libc::EINVAL
@@ -212,7 +217,15 @@ fn reject_carries_reason_28_and_private_data() {
     let CmMsg::Rej(rej) = &p.log.last().unwrap().1.msg else {
         panic!("no REJ");
     };
-    assert_eq!((rej.local_comm_id, rej.msg_rejected), (0, msg_ref::REQ));
+    // rdma_cm rejects from MRA_REQ_SENT: with B's comm ID, as the kernel
+    // does (seen in the interop capture), not the 0 of plain REQ_RCVD.
+    assert_eq!(
+        (rej.local_comm_id, rej.remote_comm_id, rej.msg_rejected),
+        (b_comm, a_comm, msg_ref::REQ)
+    );
+    assert_eq!(rej.reason, rej_reason::CONSUMER_DEFINED);
+    assert_eq!(&rej.private_data[..7], b"go away");
+    assert!(rej.private_data[7..].iter().all(|&b| b == 0));
     let ev = p.events_a();
     assert_eq!((ev[0].1.event, ev[0].1.status), (event::REJECTED, 28));
     assert_eq!(&ev[0].1.param.private_data[..7], b"go away");
@@ -224,6 +237,25 @@ fn reject_carries_reason_28_and_private_data() {
             .errno(),
         libc::EINVAL
     );
+}
+
+/// B's comm ID for the connection A requested (the REQ is `p.log[0]`):
+/// the REQ delivered again draws B's MRA, which carries it.
+pub(super) fn passive_comm_id(p: &mut Pair) -> u32 {
+    let req = p.log[0].1.clone();
+    let rx = MadRx {
+        src: A_IP,
+        dst: B_IP,
+        hop_limit: 64,
+        traffic_class: 0,
+    };
+    p.b.handle_msg(p.now, &rx, &req);
+    p.pump();
+    let CmMsg::Mra(mra) = &p.log.last().unwrap().1.msg else {
+        panic!("no MRA: {:?}", p.log.last());
+    };
+    assert_ne!(mra.local_comm_id, 0);
+    mra.local_comm_id
 }
 
 #[test]
