@@ -109,6 +109,19 @@ struct QpSlot {
     src_pinned: bool,
 }
 
+/// What a QP may touch while it runs: the memory, and its SRQ if it has
+/// one (a free function, so the caller keeps its borrow of the QP slot).
+fn qp_env<'a, M: Memory>(
+    mem: &'a mut M,
+    srqs: &'a mut HashMap<u32, Srq>,
+    srq: Option<u32>,
+) -> Env<'a> {
+    let srq = srq
+        .and_then(|id| srqs.get_mut(&id))
+        .map(|s| s as &mut dyn RecvSource);
+    Env { mem, srq }
+}
+
 /// Largest QPN + 1.
 const QPN_SPACE: u32 = 1 << 24;
 
@@ -478,14 +491,7 @@ impl<M: Memory> Endpoint<M> {
             tos: meta.tos.unwrap_or(0),
             ttl: meta.ttl.unwrap_or(64),
         };
-        let srq = slot
-            .srq
-            .and_then(|id| self.srqs.get_mut(&id))
-            .map(|s| s as &mut dyn RecvSource);
-        let mut env = Env {
-            mem: &mut self.mem,
-            srq,
-        };
+        let mut env = qp_env(&mut self.mem, &mut self.srqs, slot.srq);
         slot.qp.handle_packet(now, &pkt, &rx, &mut env);
         self.after_activity(qpn, cqs);
     }
@@ -522,14 +528,7 @@ impl<M: Memory> Endpoint<M> {
             let Some(slot) = self.qps.get_mut(&qpn) else {
                 continue;
             };
-            let srq = slot
-                .srq
-                .and_then(|id| self.srqs.get_mut(&id))
-                .map(|s| s as &mut dyn RecvSource);
-            let mut env = Env {
-                mem: &mut self.mem,
-                srq,
-            };
+            let mut env = qp_env(&mut self.mem, &mut self.srqs, slot.srq);
             slot.qp.handle_packet(now, pkt, &rx, &mut env);
             self.after_activity(qpn, cqs);
         }
@@ -564,14 +563,7 @@ impl<M: Memory> Endpoint<M> {
             let Some(slot) = self.qps.get_mut(&qpn) else {
                 continue;
             };
-            let srq = slot
-                .srq
-                .and_then(|id| self.srqs.get_mut(&id))
-                .map(|s| s as &mut dyn RecvSource);
-            let mut env = Env {
-                mem: &mut self.mem,
-                srq,
-            };
+            let mut env = qp_env(&mut self.mem, &mut self.srqs, slot.srq);
             slot.qp.handle_timeout(now, &mut env);
             fired += 1;
             self.after_activity(qpn, cqs);
@@ -624,14 +616,7 @@ impl<M: Memory> Endpoint<M> {
                 continue;
             };
             slot.queued = false;
-            let srq = slot
-                .srq
-                .and_then(|id| self.srqs.get_mut(&id))
-                .map(|s| s as &mut dyn RecvSource);
-            let mut env = Env {
-                mem: &mut self.mem,
-                srq,
-            };
+            let mut env = qp_env(&mut self.mem, &mut self.srqs, slot.srq);
             for _ in 0..cap {
                 let Some(buf) = out.buffer() else {
                     break;
