@@ -18,6 +18,8 @@ pub mod send_ops {
     pub const RDMA_READ: u64 = 1 << 4;
     pub const ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
     pub const ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+    pub const LOCAL_INV: u64 = 1 << 7;
+    pub const BIND_MW: u64 = 1 << 8;
     pub const SEND_WITH_INV: u64 = 1 << 9;
     pub const ATOMIC_WRITE: u64 = 1 << 12;
 }

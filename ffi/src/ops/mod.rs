@@ -19,6 +19,7 @@ pub mod cq;
 pub mod cq_ex;
 pub mod events;
 pub mod mr;
+pub mod mw;
 pub mod pd;
 pub mod post;
 pub mod qp;
@@ -36,7 +37,7 @@ use unsupported as un;
 pub static OPS: VerbsContextOps = VerbsContextOps {
     advise_mr: Some(un::advise_mr),
     alloc_dm: Some(un::alloc_dm),
-    alloc_mw: Some(un::alloc_mw),
+    alloc_mw: Some(mw::alloc_mw),
     alloc_null_mr: Some(un::alloc_null_mr),
     alloc_parent_domain: Some(un::alloc_parent_domain),
     alloc_pd: Some(pd::alloc_pd),
@@ -44,7 +45,7 @@ pub static OPS: VerbsContextOps = VerbsContextOps {
     async_event: Some(events::async_event),
     attach_counters_point_flow: Some(un::attach_counters_point_flow),
     attach_mcast: Some(qp::attach_mcast),
-    bind_mw: Some(un::bind_mw),
+    bind_mw: Some(mw::bind_mw),
     close_xrcd: Some(un::close_xrcd),
     cq_event: Some(events::cq_event),
     create_ah: Some(ah::create_ah),
@@ -59,7 +60,7 @@ pub static OPS: VerbsContextOps = VerbsContextOps {
     create_srq: Some(srq::create_srq),
     create_srq_ex: Some(srq::create_srq_ex),
     create_wq: Some(un::create_wq),
-    dealloc_mw: Some(un::dealloc_mw),
+    dealloc_mw: Some(mw::dealloc_mw),
     dealloc_pd: Some(pd::dealloc_pd),
     dealloc_td: Some(un::dealloc_td),
     dereg_mr: Some(mr::dereg_mr),

@@ -34,17 +34,14 @@ macro_rules! stubs {
 
 stubs! {
     ptr alloc_dm(Ctx, V);
-    ptr alloc_mw(*mut IbvPd, c_int);
     ptr alloc_td(Ctx, V);
     int attach_counters_point_flow(V, V, V);
-    int bind_mw(*mut IbvQp, V, V);
     int close_xrcd(V);
     ptr create_counters(Ctx, V);
     ptr create_flow(*mut IbvQp, V);
     ptr create_flow_action_esp(Ctx, V);
     ptr create_rwq_ind_table(Ctx, V);
     ptr create_wq(Ctx, V);
-    int dealloc_mw(V);
     int dealloc_td(V);
     int destroy_counters(V);
     int destroy_flow(V);

@@ -15,6 +15,8 @@ pub mod types;
 
 pub use memory::{AtomicOp, BufferMemory, MemError, Memory};
 pub use types::*;
+pub mod window;
+pub use window::{MwBind, MwType};
 pub mod queue_pair;
 pub use queue_pair::*;
 

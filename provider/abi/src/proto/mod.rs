@@ -74,6 +74,14 @@ pub enum Request {
     DeregMr {
         mr: u32,
     },
+    /// `ibv_alloc_mw`: `mw_type` is the `ibv_mw_type` (1 or 2).
+    AllocMw {
+        pd: u32,
+        mw_type: u32,
+    },
+    DeallocMw {
+        mw: u32,
+    },
     /// fds: [0] optional write end of the completion channel socket
     /// (8-byte records carrying `user_handle`), present iff `channel`.
     CreateCq {
@@ -183,6 +191,7 @@ pub struct DeviceAttr {
     pub max_cq: u32,
     pub max_cqe: u32,
     pub max_mr: u32,
+    pub max_mw: u32,
     pub max_pd: u32,
     pub max_qp_rd_atom: u32,
     pub max_ee_rd_atom: u32,
@@ -272,6 +281,11 @@ pub enum Response {
     Mr {
         mr: u32,
         lkey: u32,
+        rkey: u32,
+    },
+    /// To AllocMw.
+    Mw {
+        mw: u32,
         rkey: u32,
     },
     /// fds: [0] the CQ ring (this side consumes; slot = [`abi::CQE_SIZE`]).

@@ -10,7 +10,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use transport::engine::Endpoint;
 use transport::qp::access;
 
-use crate::mem::DeviceMemory;
+use crate::mem::{DeviceMemory, RegError};
 use rxu_abi::proto::{Request, Response, PROTO_VERSION};
 use rxu_abi::ring::Doorbell;
 
@@ -21,7 +21,7 @@ use super::objects::Objects;
 use super::port::Port;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::Mr;
-use super::{admin, cq, qp, srq, sys};
+use super::{admin, cq, mw, qp, srq, sys};
 
 impl Device {
     /// Handles one request of session `id` (which must exist). `fds` are
@@ -165,6 +165,8 @@ impl Device {
                 },
             ),
             Request::DeregMr { mr } => dereg_mr(o, e, counters, id, mr),
+            Request::AllocMw { pd, mw_type } => mw::alloc(o, e, id, pd, mw_type),
+            Request::DeallocMw { mw } => mw::dealloc(o, e, id, mw),
             Request::CreateCq {
                 cqe,
                 comp_vector,
@@ -449,15 +451,21 @@ fn dereg_mr(
     id: u32,
     mr: u32,
 ) -> Handled {
-    let Some(m) = objects.session_mut(id)?.mrs.remove(&mr) else {
+    let s = objects.session_mut(id)?;
+    let Some(lkey) = s.mrs.get(&mr).map(|m| m.lkey) else {
         return refuse(libc::ENOENT, format!("no MR {mr}"));
     };
-    counters.mr_deregistrations += 1;
-    if let Err(e) = endpoint.memory_mut().deregister(id, m.lkey) {
+    match endpoint.memory_mut().deregister(id, lkey) {
+        Ok(()) => {}
+        Err(e @ RegError::WindowsBound) => {
+            return refuse(e.errno(), format!("dereg_mr: {e}"));
+        }
         // The table said it was ours: the memory layer disagrees, which
         // leaves nothing to undo for the client.
-        debug!("client {id}: deregister lkey {:#x}: {e}", m.lkey);
+        Err(e) => debug!("client {id}: deregister lkey {lkey:#x}: {e}"),
     }
+    s.mrs.remove(&mr);
+    counters.mr_deregistrations += 1;
     Ok(Reply::ok(Response::Ok))
 }
 

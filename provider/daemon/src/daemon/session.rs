@@ -25,6 +25,13 @@ pub struct Mr {
     pub len: u64,
 }
 
+/// A memory window; its state lives in the memory layer, under `rkey`'s
+/// index (the low 8 bits change with binds).
+pub struct Mw {
+    pub pd: u32,
+    pub rkey: u32,
+}
+
 pub struct Cq {
     /// Device-wide number: the CQ tag the endpoint's completions carry.
     pub id: u32,
@@ -92,6 +99,7 @@ pub struct Session {
     pub bell: Option<Doorbell>,
     pub pds: BTreeSet<u32>,
     pub mrs: BTreeMap<u32, Mr>,
+    pub mws: BTreeMap<u32, Mw>,
     pub cqs: BTreeMap<u32, Cq>,
     pub srqs: BTreeMap<u32, Srq>,
     pub qps: BTreeMap<u32, Qp>,
@@ -112,6 +120,7 @@ impl Session {
             bell: None,
             pds: BTreeSet::new(),
             mrs: BTreeMap::new(),
+            mws: BTreeMap::new(),
             cqs: BTreeMap::new(),
             srqs: BTreeMap::new(),
             qps: BTreeMap::new(),
@@ -120,7 +129,7 @@ impl Session {
         }
     }
 
-    /// A fresh handle for an MR, CQ or SRQ (unique within the session).
+    /// A fresh handle for an MR, MW, CQ or SRQ (unique within the session).
     pub fn new_handle(&mut self) -> u32 {
         let h = self.next_handle;
         self.next_handle = self.next_handle.wrapping_add(1).max(1);
@@ -129,6 +138,7 @@ impl Session {
 
     pub fn pd_in_use(&self, pd: u32) -> bool {
         self.mrs.values().any(|m| m.pd == pd)
+            || self.mws.values().any(|m| m.pd == pd)
             || self.srqs.values().any(|s| s.pd == pd)
             || self.qps.values().any(|q| q.pd == pd)
     }
