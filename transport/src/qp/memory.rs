@@ -2,34 +2,10 @@
 //! memory themselves: tests use plain buffers ([`BufferMemory`]), the
 //! daemon uses registered client memory.
 
+pub use super::mem_error::MemError;
 use super::types::access;
 use super::window::{MrView, MwBind, MwType, Window};
 use std::collections::HashMap;
-
-/// Why a memory access was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum MemError {
-    #[error("no such key")]
-    InvalidKey,
-    #[error("key belongs to another protection domain")]
-    WrongPd,
-    #[error("access outside the registered region")]
-    OutOfBounds,
-    #[error("access flags do not permit this operation")]
-    AccessDenied,
-    #[error("atomic address not 8-byte aligned")]
-    Misaligned,
-    #[error("registered memory is no longer mapped")]
-    Unmapped,
-    /// The process that owns the memory has lost its whole address space:
-    /// it is exiting, and its QPs are about to be destroyed. Unlike the
-    /// errors above this says nothing about the request, so the responder
-    /// drops the packet as if the QP were already gone (the requester
-    /// retries, then gets RETRY_EXC_ERR, as from a destroyed QP on a NIC)
-    /// instead of blaming the requester with a NAK.
-    #[error("the memory's owner has exited")]
-    Gone,
-}
 
 /// An atomic operation on 8 bytes of remote memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

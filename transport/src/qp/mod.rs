@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+mod mem_error;
 pub mod memory;
 pub mod types;
 

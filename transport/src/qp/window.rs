@@ -15,7 +15,7 @@
 //! every bind and invalidation, type 1 included: PDs are per client here,
 //! so that rule is what keeps one client's windows out of another's reach.
 
-use super::memory::MemError;
+use super::mem_error::MemError;
 use crate::verbs::access;
 
 /// `enum ibv_mw_type`.
