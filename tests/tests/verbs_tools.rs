@@ -300,3 +300,19 @@ fn memory_windows() {
     r.expect_ok();
     assert!(r.stdout.contains("mw: ok"), "{}", r.report());
 }
+
+/// ibv_rereg_mr (tests/c/rereg.c): access, PD and translation changes take
+/// effect for the next access and keep the keys; misuse gets EINVAL.
+#[test]
+fn rereg_mr() {
+    let _g = serial();
+    let Some(dev) = Dev::up("rxut11", "127.0.5.11", &[]) else {
+        return;
+    };
+    let Some(exe) = compile_c("rereg", dev.runtime_dir()) else {
+        return;
+    };
+    let r = dev.run(exe.to_str().unwrap(), &["rxut11", "0"], LIMIT);
+    r.expect_ok();
+    assert!(r.stdout.contains("rereg: ok"), "{}", r.report());
+}

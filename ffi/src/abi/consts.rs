@@ -69,5 +69,10 @@ pub mod port {
     pub const FLAG_GRH_REQUIRED: u8 = 1;
 }
 
-/// `IBV_REREG_MR_ERR_INPUT`.
-pub const REREG_MR_ERR_INPUT: i32 = -1;
+/// `enum ibv_rereg_mr_flags`.
+pub mod rereg {
+    pub const CHANGE_TRANSLATION: u32 = 1;
+    pub const CHANGE_PD: u32 = 1 << 1;
+    pub const CHANGE_ACCESS: u32 = 1 << 2;
+    pub const ALL: u32 = CHANGE_TRANSLATION | CHANGE_PD | CHANGE_ACCESS;
+}

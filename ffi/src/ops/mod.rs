@@ -105,7 +105,7 @@ pub static OPS: VerbsContextOps = VerbsContextOps {
     reg_dmabuf_mr: Some(un::reg_dmabuf_mr),
     reg_mr: Some(mr::reg_mr),
     req_notify_cq: Some(cq::req_notify_cq),
-    rereg_mr: Some(un::rereg_mr),
+    rereg_mr: Some(mr::rereg_mr),
     resize_cq: Some(cq::resize_cq),
     set_ece: Some(un::set_ece),
     unimport_dm: Some(un::unimport_dm),

@@ -6,8 +6,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::abi::consts::REREG_MR_ERR_INPUT;
-use crate::abi::{IbvContext, IbvMr, IbvPd, IbvQp, IbvSge, IbvSrq, VerbsMr};
+use crate::abi::{IbvContext, IbvMr, IbvPd, IbvQp, IbvSge, IbvSrq};
 use crate::guard::set_errno;
 use crate::log::unsupported;
 
@@ -100,20 +99,6 @@ pub unsafe extern "C" fn post_srq_ops(_srq: *mut IbvSrq, op: V, bad: *mut V) -> 
         unsafe { *bad = op };
     }
     libc::EOPNOTSUPP
-}
-
-/// `ibv_rereg_mr` returns the negative IBV_REREG_MR_ERR_* codes.
-pub unsafe extern "C" fn rereg_mr(
-    _mr: *mut VerbsMr,
-    _f: c_int,
-    _pd: *mut IbvPd,
-    _a: V,
-    _l: usize,
-    _acc: c_int,
-) -> c_int {
-    unsupported("rereg_mr");
-    set_errno(libc::EOPNOTSUPP);
-    REREG_MR_ERR_INPUT
 }
 
 pub unsafe extern "C" fn query_qp_data_in_order(_qp: *mut IbvQp, _op: c_int, _flags: u32) -> c_int {

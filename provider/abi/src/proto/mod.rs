@@ -74,6 +74,17 @@ pub enum Request {
     DeregMr {
         mr: u32,
     },
+    /// `ibv_rereg_mr`: `flags` are IBV_REREG_MR_CHANGE_TRANSLATION (1:
+    /// `addr`, `len`), _CHANGE_PD (2: `pd`), _CHANGE_ACCESS (4:
+    /// `access`); the keys stay. Answered with `Response::Mr`.
+    ReregMr {
+        mr: u32,
+        flags: u32,
+        pd: u32,
+        addr: u64,
+        len: u64,
+        access: u32,
+    },
     /// `ibv_alloc_mw`: `mw_type` is the `ibv_mw_type` (1 or 2).
     AllocMw {
         pd: u32,

@@ -21,7 +21,7 @@ use super::objects::Objects;
 use super::port::Port;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::Mr;
-use super::{admin, cq, mw, qp, srq, sys};
+use super::{admin, cq, mr, mw, qp, srq, sys};
 
 impl Device {
     /// Handles one request of session `id` (which must exist). `fds` are
@@ -165,6 +165,26 @@ impl Device {
                 },
             ),
             Request::DeregMr { mr } => dereg_mr(o, e, counters, id, mr),
+            Request::ReregMr {
+                mr: h,
+                flags,
+                pd,
+                addr,
+                len,
+                access,
+            } => mr::reregister(
+                o,
+                e,
+                id,
+                mr::Rereg {
+                    mr: h,
+                    flags,
+                    pd,
+                    addr,
+                    len,
+                    access,
+                },
+            ),
             Request::AllocMw { pd, mw_type } => mw::alloc(o, e, id, pd, mw_type),
             Request::DeallocMw { mw } => mw::dealloc(o, e, id, mw),
             Request::CreateCq {

@@ -284,6 +284,58 @@ impl DeviceMemory {
         Ok(())
     }
 
+    /// `ibv_rereg_mr` of `client`'s region `key`: a new PD, a new range
+    /// (`[addr, addr+len)`, addressed by peers at the same addresses) and
+    /// new access flags, each when given; the keys stay. Accesses after
+    /// the call see only the new region (a receive posted with the old
+    /// addresses fails, as on hardware). Refused while windows are bound
+    /// to it. The caller has checked that `pd` belongs to `client`.
+    pub fn reregister(
+        &mut self,
+        client: u32,
+        key: u32,
+        pd: Option<u32>,
+        range: Option<(u64, u64)>,
+        access: Option<u32>,
+    ) -> Result<(), RegError> {
+        let c = self.clients.get(&client).ok_or(RegError::NoClient)?;
+        let m = match self.mrs.get(&key) {
+            Some(m) if m.info.client == client => m,
+            _ => return Err(RegError::NoSuchMr),
+        };
+        if self.windows.bound_to(key) > 0 {
+            return Err(RegError::WindowsBound);
+        }
+        let access = match access {
+            Some(a) => access::check(a).map_err(RegError::Invalid)?,
+            None => m.info.access,
+        };
+        let (addr, len, iova) = match range {
+            Some((addr, len)) => {
+                if len == 0 || addr.checked_add(len).is_none() {
+                    return Err(RegError::Invalid("empty or wrapping range"));
+                }
+                (addr, len, addr)
+            }
+            None => (m.info.addr, m.info.len, m.info.iova),
+        };
+        if range.is_some() || access & access::WRITABLE & !m.info.access != 0 {
+            let writable = access & access::WRITABLE != 0;
+            mapcheck::check_mapped(&c.mem, &c.maps, addr, len, writable)
+                .map_err(|_| RegError::Fault)?;
+        }
+        let old_len = m.info.len;
+        if let Some(m) = self.mrs.get_mut(&key) {
+            m.info.pd = pd.unwrap_or(m.info.pd);
+            m.info.addr = addr;
+            m.info.len = len;
+            m.info.iova = iova;
+            m.info.access = access;
+        }
+        self.bytes = self.bytes.saturating_sub(old_len).saturating_add(len);
+        Ok(())
+    }
+
     /// Allocates a memory window of `pd` for `client`; returns its rkey.
     /// The caller has checked that `pd` belongs to `client`.
     pub fn alloc_mw(&mut self, client: u32, pd: u32, ty: MwType) -> Result<u32, RegError> {

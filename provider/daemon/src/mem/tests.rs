@@ -800,3 +800,59 @@ fn windows_belong_to_their_client() {
     assert!(d.mw(key).is_none());
     assert_eq!(d.alloc_mw(CLIENT, PD, MwType::Two), Err(RegError::NoClient));
 }
+
+/// rereg: the keys stay, the next access sees the new PD, range and
+/// access; a bound window pins the region.
+#[test]
+fn reregister_changes_the_next_access() {
+    let b = TestBuf::rw(2);
+    let mut d = device();
+    let k = d
+        .register(CLIENT, PD, b.addr(), 4096, IOVA, ALL | MW_BIND)
+        .unwrap();
+    d.write_remote(PD, QPN, k.rkey, IOVA, &[1]).unwrap();
+    d.reregister(CLIENT, k.lkey, None, None, Some(LOCAL_WRITE))
+        .unwrap();
+    assert_eq!(
+        d.write_remote(PD, QPN, k.rkey, IOVA, &[1]),
+        Err(MemError::AccessDenied)
+    );
+    d.reregister(CLIENT, k.lkey, Some(PD + 1), None, Some(ALL | MW_BIND))
+        .unwrap();
+    assert_eq!(
+        d.write_remote(PD, QPN, k.rkey, IOVA, &[1]),
+        Err(MemError::WrongPd)
+    );
+    d.write_remote(PD + 1, QPN, k.rkey, IOVA, &[1]).unwrap();
+    // New range: addressed at its own addresses; the old ones are gone.
+    let second = b.addr() + 4096;
+    d.reregister(CLIENT, k.lkey, None, Some((second, 4096)), None)
+        .unwrap();
+    d.write_remote(PD + 1, QPN, k.rkey, second, &[0xee])
+        .unwrap();
+    assert_eq!(b.get(4096), 0xee);
+    assert_eq!(
+        d.write_remote(PD + 1, QPN, k.rkey, IOVA, &[1]),
+        Err(MemError::OutOfBounds)
+    );
+    assert_eq!(d.mr(k.lkey).map(|m| (m.addr, m.len)), Some((second, 4096)));
+    assert!(matches!(
+        d.reregister(CLIENT, k.lkey, None, Some((0, 0)), None),
+        Err(RegError::Invalid(_))
+    ));
+    assert!(matches!(
+        d.reregister(CLIENT, k.lkey, None, None, Some(REMOTE_WRITE)),
+        Err(RegError::Invalid(_))
+    ));
+    assert_eq!(
+        d.reregister(CLIENT + 1, k.lkey, None, None, Some(0)),
+        Err(RegError::NoClient)
+    );
+    let mw = d.alloc_mw(CLIENT, PD + 1, MwType::Two).unwrap();
+    d.bind_mw(PD + 1, QPN, &bind(mw, k.lkey, second, 8, REMOTE_READ))
+        .unwrap();
+    assert_eq!(
+        d.reregister(CLIENT, k.lkey, None, None, Some(ALL)),
+        Err(RegError::WindowsBound)
+    );
+}
