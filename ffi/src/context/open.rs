@@ -16,7 +16,7 @@ use crate::device::ibdev_name;
 use crate::events::Live;
 use crate::guard::{self, OpResult};
 use crate::version::{self, Lib};
-use crate::{log_err, log_info, ops};
+use crate::{log_err, log_info, ops, preload};
 
 fn errno() -> c_int {
     std::io::Error::last_os_error()
@@ -99,7 +99,7 @@ unsafe fn open(rctx: *mut RxuContext, dev: *mut IbvDevice, lib: &'static Lib) ->
     if lib_async < 0 {
         return Err(errno());
     }
-    let mode = channel::choose_mode(ctx.cmd_fd);
+    let mode = channel::choose_mode(ctx.cmd_fd, preload::attach_cmd_fd);
     if mode == ChannelMode::Refuse {
         if let Err(e) = channel::make_cmd_fd_read_only(ctx.cmd_fd) {
             // SAFETY: lib_async is ours, not yet handed out.

@@ -98,6 +98,30 @@ impl Dev {
         Run::finish(spawn(c), limit, format!("{prog} {}", args.join(" ")))
     }
 
+    /// Like [`Dev::run`], with environment changes: `Some(v)` sets a
+    /// variable, `None` removes it (e.g. LD_PRELOAD).
+    pub fn run_env(
+        &self,
+        prog: &str,
+        args: &[&str],
+        env: &[(&str, Option<&str>)],
+        limit: Duration,
+    ) -> Run {
+        let mut c = self.cmd(prog);
+        c.args(args);
+        for (k, v) in env {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        Run::finish(
+            spawn(c),
+            limit,
+            format!("{prog} {} ({env:?})", args.join(" ")),
+        )
+    }
+
     /// A server and a client of the same program: the server first, the
     /// client (with `127.0.0.1` appended) once the server listens on `port`.
     pub fn pair(&self, prog: &str, port: u16, args: &[&str], limit: Duration) -> Pair {
