@@ -251,6 +251,17 @@ impl DeviceMemory {
         Err(RegError::NoResources("no free key"))
     }
 
+    /// Makes `to` the owner of every region `from` registered (their
+    /// memory stays `from`'s /proc/<pid>/mem): a client leaving a shared
+    /// context hands its MRs to one that stays.
+    pub fn reassign(&mut self, from: u32, to: u32) {
+        for m in self.mrs.values_mut() {
+            if m.info.client == from {
+                m.info.client = to;
+            }
+        }
+    }
+
     /// Deregisters the region with `lkey`, if `client` owns it.
     pub fn deregister(&mut self, client: u32, lkey: u32) -> Result<(), RegError> {
         match self.mrs.get(&lkey) {
