@@ -111,9 +111,11 @@ pub fn import_mr(objects: &mut Objects, id: u32, mr: u32) -> Handled {
 }
 
 /// Session `id` is leaving: if others of its group stay, the first of
-/// them takes over its PDs and MRs (the MRs keep reaching the leaving
-/// client's memory, which is gone if its process is), and the group is
-/// renamed after it if it was named after `id`.
+/// them takes over its PDs and — while the leaving client's process is
+/// alive, whose memory they keep reaching — its MRs (a kernel keeps an
+/// exited process's pages pinned; rxu cannot, and an access by key then
+/// fails as for any unknown key, instead of reaching nothing silently);
+/// the group is renamed after the heir if it was named after `id`.
 pub fn hand_over(objects: &mut Objects, memory: &mut DeviceMemory, id: u32) {
     let Some(s) = objects.session(id) else { return };
     let group = s.group;
@@ -124,9 +126,14 @@ pub fn hand_over(objects: &mut Objects, memory: &mut DeviceMemory, id: u32) {
     else {
         return;
     };
+    let keep_mrs = !memory.client_gone(id);
     let Some(s) = objects.get_mut(id) else { return };
     let pds = std::mem::take(&mut s.pds);
-    let mrs = std::mem::take(&mut s.mrs);
+    let mrs = if keep_mrs {
+        std::mem::take(&mut s.mrs)
+    } else {
+        Default::default()
+    };
     let (np, nm) = (pds.len(), mrs.len());
     if let Some(h) = objects.get_mut(heir) {
         for pd in &pds {
@@ -135,7 +142,9 @@ pub fn hand_over(objects: &mut Objects, memory: &mut DeviceMemory, id: u32) {
         h.pds.extend(pds);
         h.mrs.extend(mrs);
     }
-    memory.reassign(id, heir);
+    if keep_mrs {
+        memory.reassign(id, heir);
+    }
     if group == id {
         for o in objects.sessions_mut() {
             if o.group == id {

@@ -654,6 +654,7 @@ fn child_memory_then_exit() {
         assert_eq!(v, want, "child byte {i}");
     }
 
+    assert!(!d.client_gone(5));
     mine.write_all(b"x").unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
@@ -677,6 +678,7 @@ fn child_memory_then_exit() {
         Err(MemError::Gone)
     );
     assert_eq!(d.register(5, PD, addr, 64, addr, 0), Err(RegError::Fault));
+    assert!(d.client_gone(5));
     d.remove_client(5);
     assert_eq!(d.stats().mrs, 0);
 }
@@ -687,6 +689,7 @@ fn reassigned_regions_outlive_their_registrar_and_keep_its_memory() {
     let mut d = device();
     d.add_client(CLIENT + 1, own_mem());
     let k = d.register(CLIENT, PD, b.addr(), 64, b.addr(), ALL).unwrap();
+    assert!(!d.client_gone(CLIENT) && d.client_gone(CLIENT + 2));
     d.reassign(CLIENT, CLIENT + 1);
     assert_eq!(d.mr(k.lkey).map(|m| m.client), Some(CLIENT + 1));
     assert_eq!(d.client_mrs(CLIENT), 0);
