@@ -6,8 +6,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::abi::consts::REREG_MR_ERR_INPUT;
-use crate::abi::{IbvContext, IbvMr, IbvPd, IbvQp, IbvSge, IbvSrq, VerbsMr};
+use crate::abi::{IbvContext, IbvMr, IbvPd, IbvQp, IbvSge, IbvSrq};
 use crate::guard::set_errno;
 use crate::log::unsupported;
 
@@ -34,17 +33,14 @@ macro_rules! stubs {
 
 stubs! {
     ptr alloc_dm(Ctx, V);
-    ptr alloc_mw(*mut IbvPd, c_int);
     ptr alloc_td(Ctx, V);
     int attach_counters_point_flow(V, V, V);
-    int bind_mw(*mut IbvQp, V, V);
     int close_xrcd(V);
     ptr create_counters(Ctx, V);
     ptr create_flow(*mut IbvQp, V);
     ptr create_flow_action_esp(Ctx, V);
     ptr create_rwq_ind_table(Ctx, V);
     ptr create_wq(Ctx, V);
-    int dealloc_mw(V);
     int dealloc_td(V);
     int destroy_counters(V);
     int destroy_flow(V);
@@ -89,20 +85,6 @@ pub unsafe extern "C" fn post_srq_ops(_srq: *mut IbvSrq, op: V, bad: *mut V) -> 
         unsafe { *bad = op };
     }
     libc::EOPNOTSUPP
-}
-
-/// `ibv_rereg_mr` returns the negative IBV_REREG_MR_ERR_* codes.
-pub unsafe extern "C" fn rereg_mr(
-    _mr: *mut VerbsMr,
-    _f: c_int,
-    _pd: *mut IbvPd,
-    _a: V,
-    _l: usize,
-    _acc: c_int,
-) -> c_int {
-    unsupported("rereg_mr");
-    set_errno(libc::EOPNOTSUPP);
-    REREG_MR_ERR_INPUT
 }
 
 pub unsafe extern "C" fn query_qp_data_in_order(_qp: *mut IbvQp, _op: c_int, _flags: u32) -> c_int {

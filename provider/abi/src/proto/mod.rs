@@ -77,6 +77,25 @@ pub enum Request {
     DeregMr {
         mr: u32,
     },
+    /// `ibv_rereg_mr`: `flags` are IBV_REREG_MR_CHANGE_TRANSLATION (1:
+    /// `addr`, `len`), _CHANGE_PD (2: `pd`), _CHANGE_ACCESS (4:
+    /// `access`); the keys stay. Answered with `Response::Mr`.
+    ReregMr {
+        mr: u32,
+        flags: u32,
+        pd: u32,
+        addr: u64,
+        len: u64,
+        access: u32,
+    },
+    /// `ibv_alloc_mw`: `mw_type` is the `ibv_mw_type` (1 or 2).
+    AllocMw {
+        pd: u32,
+        mw_type: u32,
+    },
+    DeallocMw {
+        mw: u32,
+    },
     /// fds: [0] optional write end of the completion channel socket
     /// (8-byte records carrying `user_handle`), present iff `channel`.
     CreateCq {
@@ -204,6 +223,7 @@ pub struct DeviceAttr {
     pub max_cq: u32,
     pub max_cqe: u32,
     pub max_mr: u32,
+    pub max_mw: u32,
     pub max_pd: u32,
     pub max_qp_rd_atom: u32,
     pub max_ee_rd_atom: u32,
@@ -293,6 +313,11 @@ pub enum Response {
     Mr {
         mr: u32,
         lkey: u32,
+        rkey: u32,
+    },
+    /// To AllocMw.
+    Mw {
+        mw: u32,
         rkey: u32,
     },
     /// fds: [0] the CQ ring (this side consumes; slot = [`abi::CQE_SIZE`]).

@@ -10,7 +10,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use transport::engine::Endpoint;
 use transport::qp::access;
 
-use crate::mem::DeviceMemory;
+use crate::mem::{DeviceMemory, RegError};
 use rxu_abi::proto::{Request, Response, PROTO_VERSION};
 use rxu_abi::ring::Doorbell;
 
@@ -21,7 +21,7 @@ use super::objects::Objects;
 use super::port::Port;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::Mr;
-use super::{admin, cq, qp, share, srq, sys};
+use super::{admin, cq, mr, mw, qp, share, srq, sys};
 
 impl Device {
     /// Handles one request of session `id` (which must exist). `fds` are
@@ -168,6 +168,28 @@ impl Device {
                 },
             ),
             Request::DeregMr { mr } => dereg_mr(o, e, counters, id, mr),
+            Request::ReregMr {
+                mr: h,
+                flags,
+                pd,
+                addr,
+                len,
+                access,
+            } => mr::reregister(
+                o,
+                e,
+                id,
+                mr::Rereg {
+                    mr: h,
+                    flags,
+                    pd,
+                    addr,
+                    len,
+                    access,
+                },
+            ),
+            Request::AllocMw { pd, mw_type } => mw::alloc(o, e, id, pd, mw_type),
+            Request::DeallocMw { mw } => mw::dealloc(o, e, id, mw),
             Request::CreateCq {
                 cqe,
                 comp_vector,
@@ -474,15 +496,21 @@ fn dereg_mr(
     // One of its own, or (as on a kernel) an imported one of its group.
     let group = objects.session_mut(id)?.group;
     let owner = objects.mr_owner(group, mr).unwrap_or(id);
-    let Some(m) = objects.session_mut(owner)?.mrs.remove(&mr) else {
+    let s = objects.session_mut(owner)?;
+    let Some(lkey) = s.mrs.get(&mr).map(|m| m.lkey) else {
         return refuse(libc::ENOENT, format!("no MR {mr}"));
     };
-    counters.mr_deregistrations += 1;
-    if let Err(e) = endpoint.memory_mut().deregister(owner, m.lkey) {
+    match endpoint.memory_mut().deregister(owner, lkey) {
+        Ok(()) => {}
+        Err(e @ RegError::WindowsBound) => {
+            return refuse(e.errno(), format!("dereg_mr: {e}"));
+        }
         // The table said it was ours: the memory layer disagrees, which
         // leaves nothing to undo for the client.
-        debug!("client {id}: deregister lkey {:#x}: {e}", m.lkey);
+        Err(e) => debug!("client {id}: deregister lkey {lkey:#x}: {e}"),
     }
+    s.mrs.remove(&mr);
+    counters.mr_deregistrations += 1;
     Ok(Reply::ok(Response::Ok))
 }
 

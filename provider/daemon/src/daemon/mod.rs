@@ -7,7 +7,7 @@
 //! Modules: `setup` (start-up: facts, engine bind errors, runtime
 //! files), `event_loop` (the single-threaded loop and its spin policy),
 //! `device` (the device: its parts `objects`, `port`, the engine and
-//! `counters`), `handle` (dispatch) and `cq`, `srq`, `qp`, `admin` (the
+//! `counters`), `handle` (dispatch) and `cq`, `srq`, `qp`, `mr`, `mw`, `admin` (the
 //! requests, each a function of the parts it needs; `reply` is what they
 //! return), `datapath` (rings <-> engine), `wqe` (slot validation),
 //! `session` (per-client objects), `share` (contexts imported with
@@ -27,6 +27,8 @@ pub mod handle;
 pub mod link;
 pub mod log;
 pub mod mcast;
+pub mod mr;
+pub mod mw;
 pub mod netlink;
 pub mod objects;
 pub mod port;

@@ -254,6 +254,9 @@ impl Objects {
             add_qp_counters(&mut self.retired_qps, q.counters());
         }
         let _ = endpoint.destroy_qp(qpn, &mut DeviceCqs::new(self, counters));
+        // Type 2 windows bound through it are freed: the QP number may
+        // come back for another QP.
+        endpoint.memory_mut().release_qp(qpn);
         self.qp_owner.remove(&qpn);
     }
 

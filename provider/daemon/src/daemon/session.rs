@@ -25,6 +25,13 @@ pub struct Mr {
     pub len: u64,
 }
 
+/// A memory window; its state lives in the memory layer, under `rkey`'s
+/// index (the low 8 bits change with binds).
+pub struct Mw {
+    pub pd: u32,
+    pub rkey: u32,
+}
+
 pub struct Cq {
     /// Device-wide number: the CQ tag the endpoint's completions carry.
     pub id: u32,
@@ -100,6 +107,7 @@ pub struct Session {
     /// `ibv_import_device` (`share`).
     pub cmd_file: Option<OwnedFd>,
     pub mrs: BTreeMap<u32, Mr>,
+    pub mws: BTreeMap<u32, Mw>,
     pub cqs: BTreeMap<u32, Cq>,
     pub srqs: BTreeMap<u32, Srq>,
     pub qps: BTreeMap<u32, Qp>,
@@ -123,6 +131,7 @@ impl Session {
             group: id,
             cmd_file: None,
             mrs: BTreeMap::new(),
+            mws: BTreeMap::new(),
             cqs: BTreeMap::new(),
             srqs: BTreeMap::new(),
             qps: BTreeMap::new(),
@@ -131,7 +140,7 @@ impl Session {
         }
     }
 
-    /// A fresh handle for an MR, CQ or SRQ (unique within the session).
+    /// A fresh handle for an MR, MW, CQ or SRQ (unique within the session).
     pub fn new_handle(&mut self) -> u32 {
         let h = self.next_handle;
         self.next_handle = self.next_handle.wrapping_add(1).max(1);
@@ -146,6 +155,7 @@ impl Session {
 
     pub fn pd_in_use(&self, pd: u32) -> bool {
         self.mrs.values().any(|m| m.pd == pd)
+            || self.mws.values().any(|m| m.pd == pd)
             || self.srqs.values().any(|s| s.pd == pd)
             || self.qps.values().any(|q| q.pd == pd)
     }
