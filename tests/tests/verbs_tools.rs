@@ -316,3 +316,34 @@ fn rereg_mr() {
     r.expect_ok();
     assert!(r.stdout.contains("rereg: ok"), "{}", r.report());
 }
+
+/// A UD receive as an application sees it, against what kernel rxe fills
+/// in: every field of the receive and send completions (ibv_poll_cq and
+/// ibv_wc_read_*), the network header bytes in front of the payload, over
+/// an IPv4 GID and an IPv6 one; an AH flow label of 0xFFFFFFFF; and the
+/// receive queue full at cap.max_recv_wr (tests/c/ud_wc_grh.c).
+#[test]
+fn ud_completion_fields_and_grh_bytes_ipv4_and_ipv6() {
+    let _g = serial();
+    for (name, addr) in [("rxut10", "127.0.5.10"), ("rxut11", "::1")] {
+        let Some(dev) = Dev::up(name, addr, &[]) else {
+            return;
+        };
+        let Some(exe) = compile_c("ud_wc_grh", dev.runtime_dir()) else {
+            return;
+        };
+        let r = dev.run(exe.to_str().unwrap(), &[name, "0"], LIMIT);
+        r.expect_ok();
+        let gid = if addr.contains(':') {
+            addr.to_owned()
+        } else {
+            format!("::ffff:{addr}")
+        };
+        assert!(
+            r.stdout
+                .contains(&format!("ud_wc_grh: ok (GID {gid}, max_recv_wr 3)")),
+            "{}",
+            r.report()
+        );
+    }
+}
