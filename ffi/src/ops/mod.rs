@@ -18,6 +18,7 @@ pub mod convert;
 pub mod cq;
 pub mod cq_ex;
 pub mod events;
+pub mod import;
 pub mod mr;
 pub mod mw;
 pub mod pd;
@@ -78,8 +79,8 @@ pub static OPS: VerbsContextOps = VerbsContextOps {
     free_dm: Some(un::free_dm),
     get_srq_num: Some(un::get_srq_num),
     import_dm: Some(un::import_dm),
-    import_mr: Some(un::import_mr),
-    import_pd: Some(un::import_pd),
+    import_mr: Some(import::import_mr),
+    import_pd: Some(import::import_pd),
     modify_cq: Some(un::modify_cq),
     modify_flow_action_esp: Some(un::modify_flow_action_esp),
     modify_qp: Some(qp::modify_qp),
@@ -109,6 +110,6 @@ pub static OPS: VerbsContextOps = VerbsContextOps {
     resize_cq: Some(cq::resize_cq),
     set_ece: Some(un::set_ece),
     unimport_dm: Some(un::unimport_dm),
-    unimport_mr: Some(un::unimport_mr),
-    unimport_pd: Some(un::unimport_pd),
+    unimport_mr: Some(import::unimport_mr),
+    unimport_pd: Some(import::unimport_pd),
 };

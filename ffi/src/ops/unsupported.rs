@@ -63,8 +63,6 @@ stubs! {
     ptr reg_dmabuf_mr(*mut IbvPd, u64, usize, u64, c_int, c_int);
     int set_ece(*mut IbvQp, V);
     void unimport_dm(V);
-    void unimport_mr(*mut IbvMr);
-    void unimport_pd(*mut IbvPd);
 }
 
 pub unsafe extern "C" fn alloc_null_mr(_pd: *mut IbvPd) -> *mut IbvMr {
@@ -75,18 +73,6 @@ pub unsafe extern "C" fn alloc_null_mr(_pd: *mut IbvPd) -> *mut IbvMr {
 
 pub unsafe extern "C" fn alloc_parent_domain(_ctx: Ctx, _attr: V) -> *mut IbvPd {
     unsupported("alloc_parent_domain");
-    set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
-}
-
-pub unsafe extern "C" fn import_mr(_pd: *mut IbvPd, _h: u32) -> *mut IbvMr {
-    unsupported("import_mr");
-    set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
-}
-
-pub unsafe extern "C" fn import_pd(_ctx: Ctx, _h: u32) -> *mut IbvPd {
-    unsupported("import_pd");
     set_errno(libc::EOPNOTSUPP);
     std::ptr::null_mut()
 }

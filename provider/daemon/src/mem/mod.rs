@@ -268,6 +268,27 @@ impl DeviceMemory {
         Err(RegError::NoResources("no free key"))
     }
 
+    /// Whether `client`'s process is gone (or going): its memory reads as
+    /// end-of-file, where a live process's unmapped page 0 is EIO.
+    pub fn client_gone(&self, client: u32) -> bool {
+        let Some(c) = self.clients.get(&client) else {
+            return true;
+        };
+        let mut b = [0u8; 1];
+        matches!(c.mem.read_at(&mut b, 0), Ok(0))
+    }
+
+    /// Makes `to` the owner of every region `from` registered (their
+    /// memory stays `from`'s /proc/<pid>/mem): a client leaving a shared
+    /// context hands its MRs to one that stays.
+    pub fn reassign(&mut self, from: u32, to: u32) {
+        for m in self.mrs.values_mut() {
+            if m.info.client == from {
+                m.info.client = to;
+            }
+        }
+    }
+
     /// Deregisters the region with `lkey`, if `client` owns it and no
     /// window is bound to it.
     pub fn deregister(&mut self, client: u32, lkey: u32) -> Result<(), RegError> {

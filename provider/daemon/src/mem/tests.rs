@@ -661,6 +661,7 @@ fn child_memory_then_exit() {
         assert_eq!(v, want, "child byte {i}");
     }
 
+    assert!(!d.client_gone(5));
     mine.write_all(b"x").unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
@@ -687,8 +688,26 @@ fn child_memory_then_exit() {
         Err(MemError::Gone)
     );
     assert_eq!(d.register(5, PD, addr, 64, addr, 0), Err(RegError::Fault));
+    assert!(d.client_gone(5));
     d.remove_client(5);
     assert_eq!(d.stats().mrs, 0);
+}
+
+#[test]
+fn reassigned_regions_outlive_their_registrar_and_keep_its_memory() {
+    let b = TestBuf::rw(1);
+    let mut d = device();
+    d.add_client(CLIENT + 1, own_mem());
+    let k = d.register(CLIENT, PD, b.addr(), 64, b.addr(), ALL).unwrap();
+    assert!(!d.client_gone(CLIENT) && d.client_gone(CLIENT + 2));
+    d.reassign(CLIENT, CLIENT + 1);
+    assert_eq!(d.mr(k.lkey).map(|m| m.client), Some(CLIENT + 1));
+    assert_eq!(d.client_mrs(CLIENT), 0);
+    d.remove_client(CLIENT);
+    d.write_local(PD, k.lkey, b.addr(), &[0x5a; 4]).unwrap();
+    assert_eq!(b.get(3), 0x5a, "still the registrar's memory");
+    assert_eq!(d.deregister(CLIENT, k.lkey), Err(RegError::NoSuchMr));
+    d.deregister(CLIENT + 1, k.lkey).unwrap();
 }
 
 // ------------------------------------------------------------ windows
