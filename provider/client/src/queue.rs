@@ -134,6 +134,20 @@ impl RecvQueue {
         })
     }
 
+    /// Posts go to `producer` from now on: the SRQ's ring after a resize
+    /// (the daemon carried the unread receives over).
+    pub(crate) fn replace_ring(&mut self, producer: Producer) -> Result<()> {
+        if producer.slot_size() < self.producer.slot_size() {
+            return Err(Error::Protocol(format!(
+                "resized receive ring slots of {} bytes, were {}",
+                producer.slot_size(),
+                self.producer.slot_size()
+            )));
+        }
+        self.producer = producer;
+        Ok(())
+    }
+
     /// Keeps no record of what is outstanding (SRQs).
     pub(crate) fn untracked(mut self) -> RecvQueue {
         self.shadow = None;

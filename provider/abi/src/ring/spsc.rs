@@ -320,6 +320,33 @@ impl Consumer {
         fence(Ordering::SeqCst);
     }
 
+    /// Copies each entry published and not yet consumed, oldest first,
+    /// into `buf` (at least a slot long) and hands it to `f`, consuming
+    /// nothing; returns how many. For moving an SRQ's posted receives to a
+    /// new ring on resize; the producer must not publish meanwhile (it
+    /// holds its SRQ lock). The count is validated once: a producer that
+    /// moves its index during the call changes nothing here.
+    pub fn read_unconsumed(
+        &self,
+        buf: &mut [u8],
+        mut f: impl FnMut(&[u8]),
+    ) -> Result<u32, RingError> {
+        let slot = self.slot_size();
+        if buf.len() < slot {
+            return Err(RingError::BufferTooSmall {
+                len: buf.len(),
+                slot_size: slot,
+            });
+        }
+        let used = self.len()?;
+        for i in 0..used {
+            self.region
+                .read_slot(self.head.wrapping_add(i), 0, &mut buf[..slot]);
+            f(&buf[..slot]);
+        }
+        Ok(used)
+    }
+
     /// Blocks until the ring is non-empty, the doorbell rings, or `timeout`
     /// passes, using the sleep protocol. Returns whether entries are waiting.
     /// Spurious returns are possible; callers loop.
