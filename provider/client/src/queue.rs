@@ -536,6 +536,35 @@ mod tests {
         assert!(pop_send(&mut c).is_none());
     }
 
+    /// SRQ resize: after the swap posts land in the new ring only, and a
+    /// ring with smaller slots is refused.
+    #[test]
+    fn replaced_ring_takes_the_posts() {
+        let (old, fd) = Ring::create("rxu-client-test", 128, 2).unwrap();
+        let rq = RecvQueue::new(Ring::attach(&fd).unwrap().into_producer(), 2).unwrap();
+        let q = Mutex::new(rq.untracked());
+        let bell = Doorbell::new().unwrap();
+        post_recvs(RqGuard::new(&q, &bell, true), &[RecvWr::new(1, &[])]).unwrap();
+        let (small, sfd) = Ring::create("rxu-client-test", 64, 8).unwrap();
+        let p = Ring::attach(&sfd).unwrap().into_producer();
+        assert!(q.lock().unwrap().replace_ring(p).is_err());
+        drop(small);
+        let (new, nfd) = Ring::create("rxu-client-test", 128, 8).unwrap();
+        let p = Ring::attach(&nfd).unwrap().into_producer();
+        q.lock().unwrap().replace_ring(p).unwrap();
+        let wrs: Vec<_> = (2..6).map(|id| RecvWr::new(id, &[])).collect();
+        post_recvs(RqGuard::new(&q, &bell, true), &wrs).unwrap();
+        let (mut old, mut new) = (old.into_consumer(), new.into_consumer());
+        let mut b = vec![0u8; new.slot_size()];
+        let mut ids = Vec::new();
+        while new.try_pop(&mut b).unwrap() {
+            ids.push(RecvSlot::new_checked(&b[..]).unwrap().wr_id());
+        }
+        assert_eq!(ids, [2, 3, 4, 5]);
+        assert_eq!(old.len().unwrap(), 1, "only the post before the swap");
+        assert!(old.try_pop(&mut b).unwrap());
+    }
+
     #[test]
     fn receives_land_in_the_ring() {
         let (ring, fd) = Ring::create("rxu-client-test", abi::recv_slot_size(2), 4).unwrap();
