@@ -347,3 +347,22 @@ fn ud_completion_fields_and_grh_bytes_ipv4_and_ipv6() {
         );
     }
 }
+
+/// ibv_modify_srq (tests/c/srq_resize.c): IBV_SRQ_MAX_WR grows the SRQ
+/// with receives posted and sends arriving, and every receive completes
+/// in posting order with its data; shrinking below what is posted, below
+/// an armed limit, to 0 or above max_srq_wr is EINVAL; IBV_SRQ_LIMIT alone
+/// and with MAX_WR; ibv_query_srq shows each change.
+#[test]
+fn srq_resize() {
+    let _g = serial();
+    let Some(dev) = Dev::up("rxut20", "127.0.5.20", &[]) else {
+        return;
+    };
+    let Some(exe) = compile_c("srq_resize", dev.runtime_dir()) else {
+        return;
+    };
+    let r = dev.run(exe.to_str().unwrap(), &["rxut20", "0"], LIMIT);
+    r.expect_ok();
+    assert!(r.stdout.contains("srq_resize: ok"), "{}", r.report());
+}

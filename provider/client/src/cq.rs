@@ -192,6 +192,18 @@ impl Cq {
         st.last = 0;
     }
 
+    /// Drops the unpolled completions of QP `qpn` (moved to RESET), as
+    /// mlx4, mlx5 and hns clean their CQs: a QP restarted from RESET does
+    /// not find its old work's completions (the daemon dropped those it had
+    /// not written yet). Returns how many.
+    pub(crate) fn clean(&self, qpn: u32) -> Result<u32> {
+        let mut st = self.state();
+        let mut buf = vec![0u8; st.ring.slot_size()];
+        Ok(st
+            .ring
+            .retain(&mut buf, |b| Cqe::new_unchecked(b).qp_num() != qpn)?)
+    }
+
     /// Moves up to `wc.len()` completions into `wc`; returns how many. No
     /// system call. A corrupt ring is a protocol error. Once the device's
     /// daemon is gone: the completions it wrote, then WR_FLUSH_ERR ones for

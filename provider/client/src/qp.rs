@@ -186,6 +186,10 @@ impl Qp {
             self.state.store(attr.qp_state, Ordering::Relaxed);
             if attr.qp_state == QpState::Reset as u8 {
                 self.queues.reset();
+                self._send_cq.clean(self.qpn)?;
+                if !self._recv_cq.same(&self._send_cq) {
+                    self._recv_cq.clean(self.qpn)?;
+                }
             }
         }
         Ok(())

@@ -1,6 +1,6 @@
 //! Shared receive queues: a ring this process produces, the daemon consumes.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::context::{take_fd, unexpected, Context};
@@ -33,6 +33,8 @@ struct SrqInner {
     handle: u32,
     user_handle: u64,
     attr: SrqAttr,
+    /// max_wr now (a resize changes it).
+    max_wr: AtomicU32,
     rq: Mutex<RecvQueue>,
     live: AtomicBool,
 }
@@ -87,6 +89,7 @@ impl Srq {
                     max_sge,
                     srq_limit,
                 },
+                max_wr: AtomicU32::new(max_wr),
                 rq: Mutex::new(rq),
                 live: AtomicBool::new(true),
             }),
@@ -105,9 +108,12 @@ impl Srq {
         &self.inner.pd
     }
 
-    /// The attributes granted at creation.
+    /// The attributes granted at creation, with max_wr as resized since.
     pub fn attr(&self) -> SrqAttr {
-        self.inner.attr
+        SrqAttr {
+            max_wr: self.inner.max_wr.load(Ordering::Relaxed),
+            ..self.inner.attr
+        }
     }
 
     fn ctx(&self) -> &Context {
@@ -115,14 +121,29 @@ impl Srq {
     }
 
     /// `ibv_modify_srq`: `mask` of [`srq_attr_mask`] bits. Arming the limit
-    /// (LIMIT) is what SRQ_LIMIT_REACHED events need.
+    /// (LIMIT) is what SRQ_LIMIT_REACHED events need. MAX_WR resizes: the
+    /// daemon moves the posted receives to a new ring, which replaces the
+    /// old one once the reply is in (posting waits meanwhile, as with
+    /// rxe's queue lock).
     pub fn modify(&self, mask: u32, max_wr: u32, srq_limit: u32) -> Result<()> {
-        self.ctx().call_ok(&Request::ModifySrq {
+        let req = Request::ModifySrq {
             srq: self.inner.handle,
             mask,
             max_wr,
             srq_limit,
-        })
+        };
+        if mask & srq_attr_mask::MAX_WR == 0 {
+            return self.ctx().call_ok(&req);
+        }
+        let mut rq = self.inner.rq.lock().unwrap_or_else(|p| p.into_inner());
+        let (resp, mut fds) = self.ctx().call(&req, &[])?;
+        let Response::Srq { max_wr, .. } = resp else {
+            return Err(unexpected("Srq", &resp));
+        };
+        let ring = Ring::attach(take_fd(&mut fds, "SRQ ring")?)?;
+        rq.replace_ring(ring.into_producer())?;
+        self.inner.max_wr.store(max_wr, Ordering::Relaxed);
+        Ok(())
     }
 
     /// `ibv_query_srq`: the daemon's current view.

@@ -119,7 +119,9 @@ pub enum Request {
         srq_limit: u32,
         user_handle: u64,
     },
-    /// mask: IBV_SRQ_MAX_WR 1, IBV_SRQ_LIMIT 2.
+    /// mask: IBV_SRQ_MAX_WR 1, IBV_SRQ_LIMIT 2. With MAX_WR the reply is
+    /// `Srq` with the resized ring (the client, which must not post
+    /// meanwhile, produces into it from then on); otherwise `Ok`.
     ModifySrq {
         srq: u32,
         mask: u32,

@@ -483,3 +483,71 @@ fn producer_reads_back_unconsumed_entries() {
         Err(RingError::Corrupt { .. })
     ));
 }
+
+#[test]
+fn consumer_reads_unconsumed_entries_in_order_without_consuming() {
+    let (ring, fd) = Ring::create_with_start_index("rxu-wrap", 8, 4, u32::MAX - 1).unwrap();
+    let mut p = ring.into_producer();
+    let mut c = Ring::attach(&fd).unwrap().into_consumer();
+    let f = File::from(fd);
+    let mut out = [0u8; 8];
+    for i in 0..4u8 {
+        assert!(p.try_push(&[i; 8]).unwrap());
+    }
+    assert!(c.try_pop(&mut out).unwrap());
+    assert!(p.try_push(&[4; 8]).unwrap());
+    // Indices wrap past u32::MAX between the entries read.
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 8];
+    assert_eq!(c.read_unconsumed(&mut buf, |b| seen.push(b[0])).unwrap(), 4);
+    assert_eq!(seen, [1, 2, 3, 4]);
+    assert_eq!(c.len().unwrap(), 4, "nothing consumed");
+    assert!(c.try_pop(&mut out).unwrap());
+    assert_eq!(out, [1; 8]);
+    assert!(matches!(
+        c.read_unconsumed(&mut [0u8; 4], |_| ()),
+        Err(RingError::BufferTooSmall { .. })
+    ));
+    // A producer index further ahead than the ring holds is refused,
+    // nothing read.
+    poke_u32(&f, PROD_OFFSET, 100);
+    assert!(matches!(
+        c.read_unconsumed(&mut buf, |_| panic!("read a slot")),
+        Err(RingError::Corrupt { .. })
+    ));
+}
+
+#[test]
+fn retain_drops_entries_in_place_and_keeps_the_order() {
+    let (ring, fd) = Ring::create_with_start_index("rxu-wrap", 8, 8, u32::MAX - 2).unwrap();
+    let mut p = ring.into_producer();
+    let mut c = Ring::attach(&fd).unwrap().into_consumer();
+    let mut out = [0u8; 8];
+    assert!(p.try_push(&[9; 8]).unwrap());
+    assert!(c.try_pop(&mut out).unwrap());
+    for i in 0..7u8 {
+        assert!(p.try_push(&[i; 8]).unwrap());
+    }
+    assert_eq!(p.free_slots().unwrap(), 1);
+    let mut buf = [0u8; 8];
+    // Drop the odd ones: 0, 2, 4, 6 stay, across the u32 wrap.
+    assert_eq!(c.retain(&mut buf, |b| b[0] % 2 == 0).unwrap(), 3);
+    assert_eq!(c.len().unwrap(), 4);
+    assert_eq!(p.free_slots().unwrap(), 4, "the producer sees the room");
+    // The producer goes on after the compaction.
+    assert!(p.try_push(&[7; 8]).unwrap());
+    let mut got = Vec::new();
+    while c.try_pop(&mut out).unwrap() {
+        got.push(out[0]);
+    }
+    assert_eq!(got, [0, 2, 4, 6, 7]);
+    assert_eq!(c.retain(&mut buf, |_| false).unwrap(), 0, "empty");
+    assert!(p.try_push(&[1; 8]).unwrap());
+    assert_eq!(c.retain(&mut buf, |_| true).unwrap(), 0);
+    assert_eq!(c.retain(&mut buf, |_| false).unwrap(), 1);
+    assert!(c.is_empty().unwrap());
+    assert!(matches!(
+        c.retain(&mut [0u8; 4], |_| true),
+        Err(RingError::BufferTooSmall { .. })
+    ));
+}

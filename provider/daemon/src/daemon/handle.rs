@@ -221,7 +221,7 @@ impl Device {
                 mask,
                 max_wr,
                 srq_limit,
-            } => srq::modify(o, id, srq, mask, max_wr, srq_limit),
+            } => srq::modify(o, e, id, srq, (mask, max_wr, srq_limit)),
             Request::QuerySrq { srq } => srq::query(o, id, srq),
             Request::DestroySrq { srq } => srq::destroy(o, e, id, srq),
             Request::CreateQp {

@@ -3,8 +3,10 @@
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use super::spec::{RecvSpec, SendSpec};
+use crate::daemon::device::Device;
 use crate::daemon::session::event;
 use crate::verbs::mask;
+use rxu_abi::proto::abi::Cqe;
 use rxu_abi::proto::{QpAttr, QpType, Request, Response};
 use rxu_abi::ring::Ring;
 use rxu_testkit::seqpacket_pair;
@@ -148,4 +150,75 @@ fn armed_cq_notifies_its_channel_once() {
         vec![file],
     );
     assert_eq!(errno(r), libc::EINVAL);
+}
+
+/// A QP moved to RESET: its completions still waiting for room in the CQ
+/// ring are dropped (the client drops those in the ring), another QP's
+/// stay.
+#[test]
+fn reset_drops_the_qps_completions_from_the_backlog() {
+    let mut dev = device(12);
+    let c = hello(&mut dev);
+    let pd = alloc_pd(&mut dev, c.id);
+    // One entry: a ring of 2 slots, the rest waits in the backlog.
+    let (cq, mut ring) = create_cq(&mut dev, c.id, 1);
+    let mut q1 = create_qp(&mut dev, c.id, pd, cq, QpType::Rc);
+    let mut q2 = create_qp(&mut dev, c.id, pd, cq, QpType::Rc);
+    let to = |dev: &mut Device, qpn, st: u8| {
+        let attr = QpAttr {
+            qp_state: st,
+            ..QpAttr::default()
+        };
+        ok(call(
+            dev,
+            c.id,
+            Request::ModifyQp {
+                qp: qpn,
+                mask: mask::STATE,
+                attr,
+            },
+        ));
+    };
+    connect_rc(&mut dev, c.id, q1.qpn, 0x55, addr(12));
+    connect_rc(&mut dev, c.id, q2.qpn, 0x56, addr(12));
+    let post = |dev: &mut Device, qp: &mut TestQp, base: u64| {
+        let rq = qp.rq.as_mut().unwrap();
+        let mut slot = vec![0u8; rq.slot_size()];
+        for i in 0..2 {
+            RecvSpec {
+                wr_id: base + i,
+                sges: vec![],
+            }
+            .write(&mut slot);
+            assert!(rq.try_push(&slot).unwrap());
+        }
+        dev.consume();
+    };
+    // Receives wait in RTS; ERR flushes them all at once.
+    post(&mut dev, &mut q1, 100);
+    post(&mut dev, &mut q2, 200);
+    post(&mut dev, &mut q1, 300);
+    to(&mut dev, q1.qpn, 6);
+    to(&mut dev, q2.qpn, 6);
+    dev.deliver();
+    let backlog = |dev: &Device| -> Vec<u64> {
+        let s = dev.objects.session(c.id).unwrap();
+        s.cqs[&cq]
+            .backlog
+            .iter()
+            .map(|e| Cqe::new_unchecked(e).wr_id())
+            .collect()
+    };
+    assert_eq!(backlog(&dev), [300, 301, 200, 201]);
+    to(&mut dev, q1.qpn, 0);
+    assert_eq!(backlog(&dev), [200, 201]);
+    let ids: Vec<u64> = std::iter::from_fn(|| pop_cqe(&mut ring))
+        .map(|w| w.wr_id)
+        .collect();
+    assert_eq!(ids, [100, 101], "the ring is the client's to clean");
+    dev.deliver();
+    let ids: Vec<u64> = std::iter::from_fn(|| pop_cqe(&mut ring))
+        .map(|w| w.wr_id)
+        .collect();
+    assert_eq!(ids, [200, 201]);
 }
