@@ -296,6 +296,14 @@ pub struct IbvCqInitAttrEx {
     pub parent_domain: *mut IbvPd,
 }
 
+/// `struct ibv_values_ex` (24): `comp_mask`, then the `struct timespec`
+/// `raw_clock`.
+#[repr(C)]
+pub struct IbvValuesEx {
+    pub comp_mask: u32,
+    pub raw_clock: libc::timespec,
+}
+
 /// `struct ibv_poll_cq_attr` (4).
 #[repr(C)]
 pub struct IbvPollCqAttr {

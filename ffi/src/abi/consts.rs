@@ -38,8 +38,18 @@ pub mod wc_ex {
     pub const SLID: u64 = 1 << 4;
     pub const SL: u64 = 1 << 5;
     pub const DLID_PATH_BITS: u64 = 1 << 6;
-    /// What rxu fills in (no timestamps, VLANs, flow tags, tag matching).
-    pub const SUPPORTED: u64 = BYTE_LEN | IMM | QP_NUM | SRC_QP | SLID | SL | DLID_PATH_BITS;
+    pub const COMPLETION_TIMESTAMP: u64 = 1 << 7;
+    pub const COMPLETION_TIMESTAMP_WALLCLOCK: u64 = 1 << 11;
+    /// Either timestamp: the CQ's entries carry both.
+    pub const TIMESTAMPS: u64 = COMPLETION_TIMESTAMP | COMPLETION_TIMESTAMP_WALLCLOCK;
+    /// What rxu fills in (no VLANs, flow tags, tag matching).
+    pub const SUPPORTED: u64 =
+        BYTE_LEN | IMM | QP_NUM | SRC_QP | SLID | SL | DLID_PATH_BITS | TIMESTAMPS;
+}
+
+/// `enum ibv_values_mask`.
+pub mod values {
+    pub const RAW_CLOCK: u32 = 1;
 }
 
 /// `enum ibv_srq_init_attr_mask` and `enum ibv_srq_type`.

@@ -402,6 +402,7 @@ layout!(
     flags = 44,
     parent_domain = 48
 );
+layout!(IbvValuesEx, 24, raw_clock = 8);
 
 layout!(IbvSge, 16, length = 8, lkey = 12);
 layout!(IbvDataBuf, 16, length = 8);

@@ -7,6 +7,7 @@ use std::ffi::{c_int, c_void};
 use super::attrs::{
     IbvAhAttr, IbvCqInitAttrEx, IbvDeviceAttrEx, IbvGid, IbvPortAttr, IbvQpAttr, IbvQpInitAttr,
     IbvQpInitAttrEx, IbvQueryDeviceExInput, IbvSrqAttr, IbvSrqInitAttr, IbvSrqInitAttrEx,
+    IbvValuesEx,
 };
 use super::context::IbvContext;
 use super::extended::IbvCqEx;
@@ -95,7 +96,7 @@ pub struct VerbsContextOps {
     pub query_qp:
         F<unsafe extern "C" fn(*mut IbvQp, *mut IbvQpAttr, c_int, *mut IbvQpInitAttr) -> c_int>,
     pub query_qp_data_in_order: F<unsafe extern "C" fn(*mut IbvQp, c_int, u32) -> c_int>,
-    pub query_rt_values: F<unsafe extern "C" fn(Ctx, V) -> c_int>,
+    pub query_rt_values: F<unsafe extern "C" fn(Ctx, *mut IbvValuesEx) -> c_int>,
     pub query_srq: F<unsafe extern "C" fn(*mut IbvSrq, *mut IbvSrqAttr) -> c_int>,
     pub read_counters: F<unsafe extern "C" fn(V, *mut u64, u32, u32) -> c_int>,
     pub reg_dm_mr: F<unsafe extern "C" fn(*mut IbvPd, V, u64, usize, u32) -> V>,

@@ -106,6 +106,7 @@ fn table() -> Vec<(&'static str, &'static str, usize)> {
             "channel" => channel, "comp_vector" => comp_vector, "wc_flags" => wc_flags,
             "comp_mask" => comp_mask, "flags" => flags, "parent_domain" => parent_domain }),
         t!("ibv_poll_cq_attr", IbvPollCqAttr {}),
+        t!("ibv_values_ex", IbvValuesEx { "comp_mask" => comp_mask, "raw_clock" => raw_clock }),
         t!("ibv_query_device_ex_input", IbvQueryDeviceExInput {}),
         t!("ibv_sge", IbvSge { "length" => length, "lkey" => lkey }),
         t!("ibv_data_buf", IbvDataBuf { "length" => length }),

@@ -4,7 +4,7 @@ use std::cell::UnsafeCell;
 use std::ffi::c_int;
 use std::mem::MaybeUninit;
 
-use rxu_client::{Cq, Wc};
+use rxu_client::{Cq, CqOptions, Wc};
 use transport::qp::wc_flags;
 
 use crate::abi::consts::{cq_init, wc_ex};
@@ -41,7 +41,16 @@ pub fn wc_to_c(w: &Wc) -> IbvWc {
     }
 }
 
-/// Creates the CQ object; `ex` fills the extended polling callbacks.
+/// What `ibv_create_cq_ex` adds to `ibv_create_cq`.
+#[derive(Clone, Copy, Default)]
+struct Extended {
+    /// Fill the extended polling callbacks (an `ibv_cq_ex`).
+    ex: bool,
+    /// Entries carry completion timestamps.
+    timestamps: bool,
+}
+
+/// Creates the CQ object.
 ///
 /// # Safety
 /// `ctx` must be ours; `channel` NULL or a live channel.
@@ -50,7 +59,7 @@ unsafe fn create(
     cqe: c_int,
     channel: *mut IbvCompChannel,
     comp_vector: c_int,
-    ex: bool,
+    x: Extended,
 ) -> OpResult<*mut RxuCq> {
     // SAFETY: ctx is ours (the contract), as state requires.
     let st = unsafe { state(ctx)? };
@@ -70,7 +79,14 @@ unsafe fn create(
     let addr = slot.as_mut_ptr();
     // The kernel's user_handle: channel records and CQ_ERR events carry
     // the struct ibv_cq * itself, which is what libibverbs reads back.
-    let cq = match Cq::create(&st.client, cqe, 0, chan.as_ref(), addr as u64) {
+    let opts = CqOptions {
+        cqe,
+        comp_vector: 0,
+        channel: chan.as_ref(),
+        user_handle: addr as u64,
+        timestamps: x.timestamps,
+    };
+    let cq = match Cq::create_with(&st.client, &opts) {
         Ok(cq) => cq,
         Err(e) => {
             if let Some(ch) = &chan {
@@ -86,7 +102,7 @@ unsafe fn create(
     vcq.cq.channel = channel;
     vcq.cq.handle = cq.handle();
     vcq.cq.cqe = c_int::try_from(cq.cqe()).unwrap_or(c_int::MAX);
-    if ex {
+    if x.ex {
         cq_ex::install(&mut vcq);
     }
     slot.write(RxuCq {
@@ -110,7 +126,7 @@ pub unsafe extern "C" fn create_cq(
 ) -> *mut IbvCq {
     // SAFETY: arguments from libibverbs.
     guard::ptr_op("create_cq", || unsafe {
-        create(ctx, cqe, channel, comp_vector, false).map(|p| p.cast())
+        create(ctx, cqe, channel, comp_vector, Extended::default()).map(|p| p.cast())
     })
 }
 
@@ -135,13 +151,17 @@ pub unsafe extern "C" fn create_cq_ex(
             return Err(libc::EOPNOTSUPP);
         }
         if a.wc_flags & !wc_ex::SUPPORTED != 0 {
-            unsupported("create_cq_ex wc_flags (timestamps, cvlan, flow tag, tag matching)");
+            unsupported("create_cq_ex wc_flags (cvlan, flow tag, tag matching)");
             return Err(libc::EOPNOTSUPP);
         }
         let cqe = c_int::try_from(a.cqe).map_err(|_| libc::EINVAL)?;
         let comp_vector = c_int::try_from(a.comp_vector).map_err(|_| libc::EINVAL)?;
+        let x = Extended {
+            ex: true,
+            timestamps: a.wc_flags & wc_ex::TIMESTAMPS != 0,
+        };
         // SAFETY: ctx is ours, the channel is the caller's.
-        let p = unsafe { create(ctx, cqe, a.channel, comp_vector, true)? };
+        let p = unsafe { create(ctx, cqe, a.channel, comp_vector, x)? };
         Ok(p.cast())
     })
 }

@@ -14,6 +14,7 @@
 //! line that says "ours (ops: whose pointers)" refers to it.
 
 pub mod ah;
+pub mod clock;
 pub mod convert;
 pub mod cq;
 pub mod cq_ex;
@@ -97,7 +98,7 @@ pub static OPS: VerbsContextOps = VerbsContextOps {
     query_port: Some(query::query_port),
     query_qp: Some(qp::query_qp),
     query_qp_data_in_order: Some(un::query_qp_data_in_order),
-    query_rt_values: Some(un::query_rt_values),
+    query_rt_values: Some(clock::query_rt_values),
     query_srq: Some(srq::query_srq),
     read_counters: Some(un::read_counters),
     reg_dm_mr: Some(un::reg_dm_mr),

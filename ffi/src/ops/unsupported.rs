@@ -61,7 +61,6 @@ stubs! {
     ptr open_qp(Ctx, V);
     ptr open_xrcd(Ctx, V);
     int query_ece(*mut IbvQp, V);
-    int query_rt_values(Ctx, V);
     int read_counters(V, *mut u64, u32, u32);
     ptr reg_dm_mr(*mut IbvPd, V, u64, usize, u32);
     ptr reg_dmabuf_mr(*mut IbvPd, u64, usize, u64, c_int, c_int);

@@ -42,7 +42,7 @@ pub use ah::Ah;
 pub use channel::{CompChannel, CQ_EVENT_LEN};
 pub use connect::{ConnectOpts, QpEndpoint};
 pub use context::{Context, DeviceStats, DeviceStatus};
-pub use cq::{Cq, ARM_NEXT, ARM_SOLICITED};
+pub use cq::{Cq, CqOptions, ARM_NEXT, ARM_SOLICITED};
 pub use error::{Error, PostError, Result};
 pub use event::{event_type, AsyncEvent, ASYNC_EVENT_LEN};
 pub use mr::{reg_mr, reg_mr_iova, Mr, MrBuf};

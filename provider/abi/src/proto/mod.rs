@@ -76,11 +76,14 @@ pub enum Request {
     },
     /// fds: [0] optional write end of the completion channel socket
     /// (8-byte records carrying `user_handle`), present iff `channel`.
+    /// `timestamps`: every entry carries its completion times (ring slots
+    /// of [`abi::CQE_STAMPED_SIZE`] bytes instead of [`abi::CQE_SIZE`]).
     CreateCq {
         cqe: u32,
         comp_vector: u32,
         user_handle: u64,
         channel: bool,
+        timestamps: bool,
     },
     /// Grows or shrinks the CQ; the reply carries a new ring.
     ResizeCq {
@@ -274,7 +277,8 @@ pub enum Response {
         lkey: u32,
         rkey: u32,
     },
-    /// fds: [0] the CQ ring (this side consumes; slot = [`abi::CQE_SIZE`]).
+    /// fds: [0] the CQ ring (this side consumes; slot = [`abi::CQE_SIZE`],
+    /// or [`abi::CQE_STAMPED_SIZE`] for a CQ with timestamps).
     Cq {
         cq: u32,
         cqe: u32,

@@ -170,7 +170,19 @@ impl Device {
                 comp_vector,
                 user_handle,
                 channel,
-            } => cq::create(o, id, cqe, comp_vector, user_handle, channel, fds),
+                timestamps,
+            } => cq::create(
+                o,
+                id,
+                cq::NewCq {
+                    cqe,
+                    comp_vector,
+                    user_handle,
+                    channel,
+                    timestamps,
+                },
+                fds,
+            ),
             Request::ResizeCq { cq, cqe } => cq::resize(o, id, cq, cqe),
             Request::DestroyCq { cq } => cq::destroy(o, id, cq),
             Request::CreateSrq {
