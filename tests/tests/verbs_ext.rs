@@ -1,7 +1,7 @@
 //! The extended verbs middleware and the pyverbs suite use, through
-//! libibverbs on an rxu device: completion timestamps. Each test brings
-//! up its own device on 127.0.12.x and runs a small C program from
-//! tests/c.
+//! libibverbs on an rxu device: completion timestamps, parent domains.
+//! Each test brings up its own device on 127.0.12.x and runs a small C
+//! program from tests/c.
 
 use std::time::Duration;
 
@@ -30,4 +30,12 @@ fn run_c(dev_name: &str, addr: &str, prog: &str) {
 #[test]
 fn completion_timestamps() {
     run_c("rxux1", "127.0.12.1", "cq_timestamps");
+}
+
+/// ibv_alloc_parent_domain: the rings of a CQ, QPs and an SRQ live in the
+/// custom allocator's memory and come back to it zeroed; USE_DEFAULT, a
+/// failing allocator, EINVAL and EBUSY.
+#[test]
+fn parent_domain_allocators() {
+    run_c("rxux2", "127.0.12.2", "parent_domain");
 }

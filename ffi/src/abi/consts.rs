@@ -25,6 +25,8 @@ pub mod send_ops {
 /// `enum ibv_cq_init_attr_mask` and `enum ibv_create_cq_attr_flags`.
 pub mod cq_init {
     pub const MASK_FLAGS: u32 = 1;
+    /// `parent_domain` is set.
+    pub const MASK_PD: u32 = 1 << 1;
     pub const FLAG_SINGLE_THREADED: u32 = 1;
     pub const FLAG_IGNORE_OVERRUN: u32 = 1 << 1;
 }
@@ -45,6 +47,14 @@ pub mod wc_ex {
     /// What rxu fills in (no VLANs, flow tags, tag matching).
     pub const SUPPORTED: u64 =
         BYTE_LEN | IMM | QP_NUM | SRC_QP | SLID | SL | DLID_PATH_BITS | TIMESTAMPS;
+}
+
+/// `enum ibv_parent_domain_init_attr_mask`, `IBV_ALLOCATOR_USE_DEFAULT`.
+pub mod parent_domain {
+    pub const ALLOCATORS: u32 = 1;
+    pub const PD_CONTEXT: u32 = 1 << 1;
+    /// `(void *)-1`: "allocate it the default way".
+    pub const USE_DEFAULT: usize = usize::MAX;
 }
 
 /// `enum ibv_values_mask`.

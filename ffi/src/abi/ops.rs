@@ -5,9 +5,9 @@
 use std::ffi::{c_int, c_void};
 
 use super::attrs::{
-    IbvAhAttr, IbvCqInitAttrEx, IbvDeviceAttrEx, IbvGid, IbvPortAttr, IbvQpAttr, IbvQpInitAttr,
-    IbvQpInitAttrEx, IbvQueryDeviceExInput, IbvSrqAttr, IbvSrqInitAttr, IbvSrqInitAttrEx,
-    IbvValuesEx,
+    IbvAhAttr, IbvCqInitAttrEx, IbvDeviceAttrEx, IbvGid, IbvParentDomainInitAttr, IbvPortAttr,
+    IbvQpAttr, IbvQpInitAttr, IbvQpInitAttrEx, IbvQueryDeviceExInput, IbvSrqAttr, IbvSrqInitAttr,
+    IbvSrqInitAttrEx, IbvValuesEx,
 };
 use super::context::IbvContext;
 use super::extended::IbvCqEx;
@@ -26,7 +26,8 @@ pub struct VerbsContextOps {
     pub alloc_dm: F<unsafe extern "C" fn(Ctx, V) -> V>,
     pub alloc_mw: F<unsafe extern "C" fn(*mut IbvPd, c_int) -> V>,
     pub alloc_null_mr: F<unsafe extern "C" fn(*mut IbvPd) -> *mut IbvMr>,
-    pub alloc_parent_domain: F<unsafe extern "C" fn(Ctx, V) -> *mut IbvPd>,
+    pub alloc_parent_domain:
+        F<unsafe extern "C" fn(Ctx, *mut IbvParentDomainInitAttr) -> *mut IbvPd>,
     pub alloc_pd: F<unsafe extern "C" fn(Ctx) -> *mut IbvPd>,
     pub alloc_td: F<unsafe extern "C" fn(Ctx, V) -> V>,
     pub async_event: F<unsafe extern "C" fn(Ctx, *mut IbvAsyncEvent)>,

@@ -8,13 +8,13 @@ use rxu_client::{Cq, CqOptions, Wc};
 use transport::qp::wc_flags;
 
 use crate::abi::consts::{cq_init, wc_ex};
-use crate::abi::{IbvCompChannel, IbvContext, IbvCq, IbvCqEx, IbvCqInitAttrEx, IbvWc};
+use crate::abi::{IbvCompChannel, IbvContext, IbvCq, IbvCqEx, IbvCqInitAttrEx, IbvPd, IbvWc};
 use crate::context::state::state;
 use crate::events::{self, Delivered, Kind};
 use crate::guard::{self, client_err, OpResult};
 use crate::log::unsupported;
 use crate::objects::cq_poll::PollState;
-use crate::objects::{rxu_cq, RxuCq};
+use crate::objects::{domain_use, pd_of, rxu_cq, rxu_pd, RxuCq};
 use crate::ops::cq_ex;
 
 /// Converts a client completion to `struct ibv_wc`.
@@ -48,6 +48,9 @@ struct Extended {
     ex: bool,
     /// Entries carry completion timestamps.
     timestamps: bool,
+    /// The parent domain it is created on (`IBV_CQ_INIT_ATTR_MASK_PD`),
+    /// checked to be one.
+    domain: Option<*mut IbvPd>,
 }
 
 /// Creates the CQ object.
@@ -79,12 +82,15 @@ unsafe fn create(
     let addr = slot.as_mut_ptr();
     // The kernel's user_handle: channel records and CQ_ERR events carry
     // the struct ibv_cq * itself, which is what libibverbs reads back.
+    // SAFETY: a parent domain of ours (create_cq_ex checked it).
+    let domain = x.domain.map(|d| unsafe { (pd_of(d), domain_use(d)) });
     let opts = CqOptions {
         cqe,
         comp_vector: 0,
         channel: chan.as_ref(),
         user_handle: addr as u64,
         timestamps: x.timestamps,
+        rings: domain.as_ref().and_then(|(p, _)| p.ring_alloc()),
     };
     let cq = match Cq::create_with(&st.client, &opts) {
         Ok(cq) => cq,
@@ -111,6 +117,7 @@ unsafe fn create(
         delivered: Delivered::default(),
         chan,
         poll: PollState::default(),
+        domain: domain.and_then(|(_, u)| u),
     });
     let p = Box::into_raw(slot).cast::<RxuCq>();
     st.live.add(p as usize, Kind::Cq);
@@ -137,10 +144,22 @@ pub unsafe extern "C" fn create_cq_ex(
     guard::ptr_op("create_cq_ex", || {
         // SAFETY: libibverbs passes the caller's attributes.
         let a = unsafe { &*attr };
-        if a.comp_mask & !cq_init::MASK_FLAGS != 0 {
-            unsupported("create_cq_ex with a parent domain or unknown comp_mask");
+        if a.comp_mask & !(cq_init::MASK_FLAGS | cq_init::MASK_PD) != 0 {
+            unsupported("create_cq_ex with an unknown comp_mask");
             return Err(libc::EOPNOTSUPP);
         }
+        let domain = if a.comp_mask & cq_init::MASK_PD != 0 {
+            // As mlx5: it must be a parent domain (of this context).
+            let d = a.parent_domain;
+            // SAFETY: a PD of this application, so one of ours (ops: whose
+            // pointers).
+            if d.is_null() || unsafe { rxu_pd(d).parent.is_none() || (*d).context != ctx } {
+                return Err(libc::EINVAL);
+            }
+            Some(d)
+        } else {
+            None
+        };
         let flags = if a.comp_mask & cq_init::MASK_FLAGS != 0 {
             a.flags
         } else {
@@ -159,6 +178,7 @@ pub unsafe extern "C" fn create_cq_ex(
         let x = Extended {
             ex: true,
             timestamps: a.wc_flags & wc_ex::TIMESTAMPS != 0,
+            domain,
         };
         // SAFETY: ctx is ours, the channel is the caller's.
         let p = unsafe { create(ctx, cqe, a.channel, comp_vector, x)? };

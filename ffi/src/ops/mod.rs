@@ -18,6 +18,7 @@ pub mod clock;
 pub mod convert;
 pub mod cq;
 pub mod cq_ex;
+pub mod domain;
 pub mod events;
 pub mod mr;
 pub mod pd;
@@ -39,7 +40,7 @@ pub static OPS: VerbsContextOps = VerbsContextOps {
     alloc_dm: Some(un::alloc_dm),
     alloc_mw: Some(un::alloc_mw),
     alloc_null_mr: Some(un::alloc_null_mr),
-    alloc_parent_domain: Some(un::alloc_parent_domain),
+    alloc_parent_domain: Some(domain::alloc_parent_domain),
     alloc_pd: Some(pd::alloc_pd),
     alloc_td: Some(un::alloc_td),
     async_event: Some(events::async_event),

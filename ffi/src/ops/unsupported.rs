@@ -76,12 +76,6 @@ pub unsafe extern "C" fn alloc_null_mr(_pd: *mut IbvPd) -> *mut IbvMr {
     std::ptr::null_mut()
 }
 
-pub unsafe extern "C" fn alloc_parent_domain(_ctx: Ctx, _attr: V) -> *mut IbvPd {
-    unsupported("alloc_parent_domain");
-    set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
-}
-
 pub unsafe extern "C" fn import_mr(_pd: *mut IbvPd, _h: u32) -> *mut IbvMr {
     unsupported("import_mr");
     set_errno(libc::EOPNOTSUPP);

@@ -7,11 +7,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::channel::CompChannel;
 use super::context::{take_fd, unexpected, Context};
 use super::error::{Error, Result};
+use super::placement::{self, RingAlloc, RingKind};
 use super::queue::WorkQueues;
 use super::wc::Wc;
 use rxu_abi::proto::abi::{Cqe, CQE_SIZE, CQE_STAMPED_SIZE};
 use rxu_abi::proto::{Request, Response};
-use rxu_abi::ring::{Consumer, Ring};
+use rxu_abi::ring::Consumer;
 
 /// Arm values of the CQ ring's consumer-flag word.
 pub const ARM_NEXT: u32 = 1;
@@ -28,6 +29,8 @@ pub struct CqOptions<'a> {
     /// Every completion carries the times it was made
     /// ([`Wc::completion_ts`], [`Wc::completion_wallclock_ns`]).
     pub timestamps: bool,
+    /// Where the ring is mapped (a parent domain's allocator).
+    pub rings: Option<&'a Arc<dyn RingAlloc>>,
 }
 
 /// A completion queue. Clones share it; a QP holds clones of its CQs.
@@ -43,6 +46,8 @@ struct CqInner {
     cqe: AtomicU32,
     state: Mutex<CqState>,
     channel: Option<CompChannel>,
+    /// Where its rings are mapped (a resize's too).
+    rings: Option<Arc<dyn RingAlloc>>,
     events_acked: AtomicU32,
     live: AtomicBool,
 }
@@ -89,8 +94,11 @@ impl CqState {
     }
 }
 
-fn attach_cq_ring(fds: &mut Vec<std::os::fd::OwnedFd>) -> Result<Consumer> {
-    let ring = Ring::attach(take_fd(fds, "CQ ring")?)?;
+fn attach_cq_ring(
+    fds: &mut Vec<std::os::fd::OwnedFd>,
+    rings: Option<&Arc<dyn RingAlloc>>,
+) -> Result<Consumer> {
+    let ring = placement::attach(take_fd(fds, "CQ ring")?, rings, RingKind::Cq)?;
     if (ring.slot_size() as usize) < CQE_SIZE {
         return Err(Error::Protocol(format!(
             "CQ ring slots of {} bytes",
@@ -130,6 +138,7 @@ impl Cq {
             channel,
             user_handle,
             timestamps,
+            rings,
         } = *o;
         ctx.doorbell()?;
         let req = Request::CreateCq {
@@ -144,7 +153,7 @@ impl Cq {
         let Response::Cq { cq, cqe } = resp else {
             return Err(unexpected("Cq", &resp));
         };
-        let consumer = match attach_cq_ring(&mut rfds) {
+        let consumer = match attach_cq_ring(&mut rfds, rings) {
             Ok(c) => c,
             Err(e) => {
                 let _ = ctx.call_ok(&Request::DestroyCq { cq });
@@ -166,6 +175,7 @@ impl Cq {
                     last: 0,
                 }),
                 channel: channel.cloned(),
+                rings: rings.cloned(),
                 events_acked: AtomicU32::new(0),
                 live: AtomicBool::new(true),
             }),
@@ -307,7 +317,7 @@ impl Cq {
         let Response::Cq { cqe, .. } = resp else {
             return Err(unexpected("Cq", &resp));
         };
-        st.ring = attach_cq_ring(&mut fds)?;
+        st.ring = attach_cq_ring(&mut fds, self.inner.rings.as_ref())?;
         self.inner.cqe.store(cqe, Ordering::Relaxed);
         Ok(cqe)
     }
