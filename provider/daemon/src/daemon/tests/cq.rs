@@ -14,7 +14,7 @@ use super::harness::*;
 
 #[test]
 fn cq_with_timestamps_stamps_each_entry_when_made_and_keeps_them_over_resize() {
-    let mut dev = device(8);
+    let mut dev = device(50);
     let c = hello(&mut dev);
     let pd = alloc_pd(&mut dev, c.id);
     let (plain, mut plain_ring) = create_cq(&mut dev, c.id, 4);
