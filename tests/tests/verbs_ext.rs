@@ -1,7 +1,8 @@
 //! The extended verbs middleware and the pyverbs suite use, through
-//! libibverbs on an rxu device: completion timestamps, parent domains.
-//! Each test brings up its own device on 127.0.12.x and runs a small C
-//! program from tests/c.
+//! libibverbs on an rxu device: completion timestamps, parent domains,
+//! on-demand paging. Each test brings up its own device on 127.0.12.x and
+//! runs a small C program from tests/c, or rdma-core's ibv_rc_pingpong
+//! with the options that use them.
 
 use std::time::Duration;
 
@@ -38,4 +39,46 @@ fn completion_timestamps() {
 #[test]
 fn parent_domain_allocators() {
     run_c("rxux2", "127.0.12.2", "parent_domain");
+}
+
+/// On-demand paging: explicit and implicit ODP regions, odp_caps,
+/// ibv_advise_mr's errnos, and accesses to unmapped memory failing as
+/// access errors while the device serves on.
+#[test]
+fn on_demand_paging() {
+    run_c("rxux3", "127.0.12.3", "odp");
+}
+
+/// ibv_rc_pingpong's options for these verbs: -t (completion timestamps),
+/// -o (explicit ODP), -O (implicit ODP), -P (ibv_advise_mr prefetch).
+#[test]
+fn rc_pingpong_with_timestamps_and_odp() {
+    let _g = serial();
+    let Some(dev) = Dev::up("rxux4", "127.0.12.4", &["ibv_rc_pingpong"]) else {
+        return;
+    };
+    let runs: &[&[&str]] = &[
+        &["-g", "0", "-t", "-c"],
+        &["-g", "0", "-o", "-t", "-c"],
+        &["-g", "0", "-O", "-c"],
+        &["-g", "0", "-O", "-P", "-c"],
+    ];
+    for (i, args) in runs.iter().enumerate() {
+        let p = dev.pair("ibv_rc_pingpong", 19720 + i as u16, args, LIMIT);
+        p.expect_ok();
+        let out = p.client_stdout();
+        assert!(
+            out.contains("iters in"),
+            "{args:?}: no result\n{}",
+            p.report()
+        );
+        if args.contains(&"-t") {
+            assert!(
+                out.contains("Max receive completion clock cycles"),
+                "{args:?}: no timestamp figures\n{}",
+                p.report()
+            );
+        }
+        assert!(!p.report().contains("Couldn't prefetch"), "{}", p.report());
+    }
 }

@@ -72,6 +72,7 @@ pub mod srq_init {
 /// `enum ibv_odp_general_caps` and `enum ibv_odp_transport_cap_bits`.
 pub mod odp {
     pub const SUPPORT: u64 = 1;
+    pub const SUPPORT_IMPLICIT: u64 = 1 << 1;
     pub const SEND: u32 = 1;
     pub const RECV: u32 = 1 << 1;
     pub const WRITE: u32 = 1 << 2;

@@ -21,6 +21,7 @@ pub mod cq_ex;
 pub mod domain;
 pub mod events;
 pub mod mr;
+pub mod odp;
 pub mod pd;
 pub mod post;
 pub mod qp;
@@ -36,7 +37,7 @@ use unsupported as un;
 /// Every slot is set, so no call falls through to libibverbs' silent
 /// placeholders.
 pub static OPS: VerbsContextOps = VerbsContextOps {
-    advise_mr: Some(un::advise_mr),
+    advise_mr: Some(odp::advise_mr),
     alloc_dm: Some(un::alloc_dm),
     alloc_mw: Some(un::alloc_mw),
     alloc_null_mr: Some(un::alloc_null_mr),

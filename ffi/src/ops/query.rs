@@ -81,8 +81,9 @@ pub unsafe extern "C" fn query_device_ex(
         o.max_pkeys = d.max_pkeys;
         o.local_ca_ack_delay = d.local_ca_ack_delay;
         o.phys_port_cnt = d.phys_port_cnt;
-        // Memory is reached on demand, never pinned (ops::mr).
-        a.odp_caps.general_caps = odp::SUPPORT;
+        // Memory is reached on demand, never pinned (ops::odp), the whole
+        // address space too (implicit ODP).
+        a.odp_caps.general_caps = odp::SUPPORT | odp::SUPPORT_IMPLICIT;
         let all = odp::SEND | odp::RECV | odp::WRITE | odp::READ | odp::ATOMIC | odp::SRQ_RECV;
         a.odp_caps.rc_odp_caps = all;
         a.odp_caps.uc_odp_caps = odp::SEND | odp::RECV | odp::WRITE | odp::SRQ_RECV;

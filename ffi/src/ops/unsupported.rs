@@ -1,13 +1,12 @@
 //! Verbs rxu does not offer: each says so in the log (once per process)
 //! and fails with EOPNOTSUPP, the code libibverbs' own placeholders use.
-//! Two are real answers rather than refusals: `query_qp_data_in_order`
-//! (0: no in-order guarantee promised) and `advise_mr` (prefetching is a
-//! hint; memory is always reached on demand).
+//! One is a real answer rather than a refusal: `query_qp_data_in_order`
+//! (0: no in-order guarantee promised).
 
 use std::ffi::{c_int, c_void};
 
 use crate::abi::consts::REREG_MR_ERR_INPUT;
-use crate::abi::{IbvContext, IbvMr, IbvPd, IbvQp, IbvSge, IbvSrq, VerbsMr};
+use crate::abi::{IbvContext, IbvMr, IbvPd, IbvQp, IbvSrq, VerbsMr};
 use crate::guard::set_errno;
 use crate::log::unsupported;
 
@@ -114,19 +113,4 @@ pub unsafe extern "C" fn rereg_mr(
 
 pub unsafe extern "C" fn query_qp_data_in_order(_qp: *mut IbvQp, _op: c_int, _flags: u32) -> c_int {
     0
-}
-
-/// Prefetch advice (0..=2) is accepted as the no-op it is here.
-pub unsafe extern "C" fn advise_mr(
-    _pd: *mut IbvPd,
-    advice: c_int,
-    _flags: u32,
-    _sg: *mut IbvSge,
-    _n: u32,
-) -> c_int {
-    if (0..=2).contains(&advice) {
-        0
-    } else {
-        libc::EOPNOTSUPP
-    }
 }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use super::context::{unexpected, Context};
 use super::error::{Error, Result};
 use super::placement::RingAlloc;
-use rxu_abi::proto::{Request, Response};
+use rxu_abi::proto::{MrRange, Request, Response, MAX_ADVISE_RANGES};
+use transport::verbs::Sge;
 
 /// A protection domain. Clones share it; MRs, QPs and SRQs hold a clone, so
 /// the daemon object goes away only after everything created in it.
@@ -72,6 +73,29 @@ impl Pd {
 
     pub fn context(&self) -> &Context {
         &self.inner.ctx
+    }
+
+    /// `ibv_advise_mr`: advice (`enum ibv_advise_mr_advice`) about ranges
+    /// of on-demand regions of this PD; `flags` `IBV_ADVISE_MR_FLAG_FLUSH`
+    /// makes it synchronous. The errnos are mlx5's (rxud checks).
+    pub fn advise_mr(&self, advice: u32, flags: u32, sges: &[Sge]) -> Result<()> {
+        if sges.is_empty() || sges.len() > MAX_ADVISE_RANGES {
+            return Err(Error::Invalid("advise_mr: 1 to 256 ranges"));
+        }
+        let ranges = sges
+            .iter()
+            .map(|s| MrRange {
+                addr: s.addr,
+                len: s.length,
+                lkey: s.lkey,
+            })
+            .collect();
+        self.inner.ctx.call_ok(&Request::AdviseMr {
+            pd: self.inner.handle,
+            advice,
+            flags,
+            ranges,
+        })
     }
 
     /// Deallocates now, reporting errors (EBUSY while objects use it). On

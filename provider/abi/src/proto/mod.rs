@@ -165,7 +165,27 @@ pub enum Request {
         gid: [u8; 16],
         lid: u16,
     },
+    /// `ibv_advise_mr`: `advice` is an `enum ibv_advise_mr_advice`,
+    /// `flags` `IBV_ADVISE_MR_FLAG_*`; the ranges are lkeys of on-demand
+    /// regions of `pd`.
+    AdviseMr {
+        pd: u32,
+        advice: u32,
+        flags: u32,
+        ranges: Vec<MrRange>,
+    },
 }
+
+/// `len` bytes at the client's `addr`, through `lkey` (an `ibv_sge`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MrRange {
+    pub addr: u64,
+    pub len: u32,
+    pub lkey: u32,
+}
+
+/// Most ranges one `AdviseMr` carries (well inside [`MAX_MSG`]).
+pub const MAX_ADVISE_RANGES: usize = 256;
 
 /// Device attributes (the fields of `struct ibv_device_attr` rxu reports).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

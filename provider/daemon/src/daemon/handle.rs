@@ -21,7 +21,7 @@ use super::objects::Objects;
 use super::port::Port;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::Mr;
-use super::{admin, cq, qp, srq, sys};
+use super::{admin, advise, cq, qp, srq, sys};
 
 impl Device {
     /// Handles one request of session `id` (which must exist). `fds` are
@@ -249,6 +249,12 @@ impl Device {
             }
             Request::AttachMcast { qp, gid, lid: _ } => self.mcast(id, qp, gid, true),
             Request::DetachMcast { qp, gid, lid: _ } => self.mcast(id, qp, gid, false),
+            Request::AdviseMr {
+                pd,
+                advice,
+                flags,
+                ranges,
+            } => advise::advise_mr(o, e, id, pd, (advice, flags), &ranges),
             Request::Status => Ok(Reply::ok(self.status())),
             Request::Stats => Ok(Reply::ok(self.stats())),
             Request::Shutdown { force } => {
@@ -436,7 +442,8 @@ fn reg_mr(
             errno: e.errno(),
             msg: format!("reg_mr: {e}"),
         })?;
-    counters.mr_bytes_registered += len;
+    // Saturating: an implicit ODP region is 2^64 - 1 bytes.
+    counters.mr_bytes_registered = counters.mr_bytes_registered.saturating_add(len);
     let mr = s.new_handle();
     s.mrs.insert(
         mr,

@@ -14,6 +14,7 @@
 //! follows its netdev).
 
 pub mod admin;
+pub mod advise;
 pub mod cm;
 pub mod cm_join;
 pub mod completion;
