@@ -18,6 +18,8 @@ pub mod send_ops {
     pub const RDMA_READ: u64 = 1 << 4;
     pub const ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
     pub const ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+    pub const LOCAL_INV: u64 = 1 << 7;
+    pub const BIND_MW: u64 = 1 << 8;
     pub const SEND_WITH_INV: u64 = 1 << 9;
     pub const ATOMIC_WRITE: u64 = 1 << 12;
 }
@@ -88,5 +90,10 @@ pub mod port {
     pub const FLAG_GRH_REQUIRED: u8 = 1;
 }
 
-/// `IBV_REREG_MR_ERR_INPUT`.
-pub const REREG_MR_ERR_INPUT: i32 = -1;
+/// `enum ibv_rereg_mr_flags`.
+pub mod rereg {
+    pub const CHANGE_TRANSLATION: u32 = 1;
+    pub const CHANGE_PD: u32 = 1 << 1;
+    pub const CHANGE_ACCESS: u32 = 1 << 2;
+    pub const ALL: u32 = CHANGE_TRANSLATION | CHANGE_PD | CHANGE_ACCESS;
+}

@@ -12,7 +12,8 @@ use super::attrs::{
 use super::context::IbvContext;
 use super::extended::IbvCqEx;
 use super::objects::{
-    IbvAh, IbvAsyncEvent, IbvCompChannel, IbvCq, IbvMr, IbvPd, IbvQp, IbvSrq, VerbsMr,
+    IbvAh, IbvAsyncEvent, IbvCompChannel, IbvCq, IbvMr, IbvMw, IbvMwBind, IbvPd, IbvQp, IbvSrq,
+    VerbsMr,
 };
 use super::wr::{IbvRecvWr, IbvSendWr, IbvSge, IbvWc};
 
@@ -24,7 +25,7 @@ type F<T> = Option<T>;
 pub struct VerbsContextOps {
     pub advise_mr: F<unsafe extern "C" fn(*mut IbvPd, c_int, u32, *mut IbvSge, u32) -> c_int>,
     pub alloc_dm: F<unsafe extern "C" fn(Ctx, V) -> V>,
-    pub alloc_mw: F<unsafe extern "C" fn(*mut IbvPd, c_int) -> V>,
+    pub alloc_mw: F<unsafe extern "C" fn(*mut IbvPd, c_int) -> *mut IbvMw>,
     pub alloc_null_mr: F<unsafe extern "C" fn(*mut IbvPd) -> *mut IbvMr>,
     pub alloc_parent_domain:
         F<unsafe extern "C" fn(Ctx, *mut IbvParentDomainInitAttr) -> *mut IbvPd>,
@@ -33,7 +34,7 @@ pub struct VerbsContextOps {
     pub async_event: F<unsafe extern "C" fn(Ctx, *mut IbvAsyncEvent)>,
     pub attach_counters_point_flow: F<unsafe extern "C" fn(V, V, V) -> c_int>,
     pub attach_mcast: F<unsafe extern "C" fn(*mut IbvQp, *const IbvGid, u16) -> c_int>,
-    pub bind_mw: F<unsafe extern "C" fn(*mut IbvQp, V, V) -> c_int>,
+    pub bind_mw: F<unsafe extern "C" fn(*mut IbvQp, *mut IbvMw, *mut IbvMwBind) -> c_int>,
     pub close_xrcd: F<unsafe extern "C" fn(V) -> c_int>,
     pub cq_event: F<unsafe extern "C" fn(*mut IbvCq)>,
     pub create_ah: F<unsafe extern "C" fn(*mut IbvPd, *mut IbvAhAttr) -> *mut IbvAh>,
@@ -48,7 +49,7 @@ pub struct VerbsContextOps {
     pub create_srq: F<unsafe extern "C" fn(*mut IbvPd, *mut IbvSrqInitAttr) -> *mut IbvSrq>,
     pub create_srq_ex: F<unsafe extern "C" fn(Ctx, *mut IbvSrqInitAttrEx) -> *mut IbvSrq>,
     pub create_wq: F<unsafe extern "C" fn(Ctx, V) -> V>,
-    pub dealloc_mw: F<unsafe extern "C" fn(V) -> c_int>,
+    pub dealloc_mw: F<unsafe extern "C" fn(*mut IbvMw) -> c_int>,
     pub dealloc_pd: F<unsafe extern "C" fn(*mut IbvPd) -> c_int>,
     pub dealloc_td: F<unsafe extern "C" fn(V) -> c_int>,
     pub dereg_mr: F<unsafe extern "C" fn(*mut VerbsMr) -> c_int>,

@@ -16,9 +16,11 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::AtomicU32;
 use std::sync::Mutex;
 
-use rxu_client::{Ah, CompChannel, Cq, Mr, Pd, Qp, Srq};
+use rxu_client::{Ah, CompChannel, Cq, Mr, Mw, Pd, Qp, Srq};
 
-use crate::abi::{IbvAh, IbvCq, IbvCqEx, IbvPd, IbvQp, IbvSrq, VerbsMr, VerbsQpArea, VerbsSrq};
+use crate::abi::{
+    IbvAh, IbvCq, IbvCqEx, IbvMw, IbvPd, IbvQp, IbvSrq, VerbsMr, VerbsQpArea, VerbsSrq,
+};
 use crate::events::Delivered;
 use crate::guard::OpResult;
 use cq_poll::PollState;
@@ -162,4 +164,12 @@ pub struct RxuMr {
     pub vmr: VerbsMr,
     /// Taken out while deregistering; put back if that fails.
     pub mr: Option<Mr>,
+}
+
+/// An `ibv_mw` with the client MW behind it.
+#[repr(C)]
+pub struct RxuMw {
+    pub ibv: IbvMw,
+    /// Taken out while deallocating; put back if that fails.
+    pub mw: Option<Mw>,
 }

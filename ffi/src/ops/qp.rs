@@ -30,6 +30,8 @@ fn supported_send_ops(st: &CtxState) -> u64 {
         | send_ops::RDMA_READ
         | send_ops::ATOMIC_CMP_AND_SWP
         | send_ops::ATOMIC_FETCH_AND_ADD
+        | send_ops::LOCAL_INV
+        | send_ops::BIND_MW
         | send_ops::SEND_WITH_INV;
     if st.lib.has_atomic_write() {
         s |= send_ops::ATOMIC_WRITE;

@@ -60,6 +60,7 @@ pub unsafe extern "C" fn query_device_ex(
         o.max_cq = clamp(d.max_cq);
         o.max_cqe = clamp(d.max_cqe);
         o.max_mr = clamp(d.max_mr);
+        o.max_mw = clamp(d.max_mw);
         o.max_pd = clamp(d.max_pd);
         o.max_qp_rd_atom = clamp(d.max_qp_rd_atom);
         o.max_ee_rd_atom = clamp(d.max_ee_rd_atom);

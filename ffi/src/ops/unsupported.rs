@@ -5,8 +5,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::abi::consts::REREG_MR_ERR_INPUT;
-use crate::abi::{IbvContext, IbvMr, IbvPd, IbvQp, IbvSrq, VerbsMr};
+use crate::abi::{IbvContext, IbvMr, IbvPd, IbvQp, IbvSrq};
 use crate::guard::set_errno;
 use crate::log::unsupported;
 
@@ -33,17 +32,14 @@ macro_rules! stubs {
 
 stubs! {
     ptr alloc_dm(Ctx, V);
-    ptr alloc_mw(*mut IbvPd, c_int);
     ptr alloc_td(Ctx, V);
     int attach_counters_point_flow(V, V, V);
-    int bind_mw(*mut IbvQp, V, V);
     int close_xrcd(V);
     ptr create_counters(Ctx, V);
     ptr create_flow(*mut IbvQp, V);
     ptr create_flow_action_esp(Ctx, V);
     ptr create_rwq_ind_table(Ctx, V);
     ptr create_wq(Ctx, V);
-    int dealloc_mw(V);
     int dealloc_td(V);
     int destroy_counters(V);
     int destroy_flow(V);
@@ -65,24 +61,10 @@ stubs! {
     ptr reg_dmabuf_mr(*mut IbvPd, u64, usize, u64, c_int, c_int);
     int set_ece(*mut IbvQp, V);
     void unimport_dm(V);
-    void unimport_mr(*mut IbvMr);
-    void unimport_pd(*mut IbvPd);
 }
 
 pub unsafe extern "C" fn alloc_null_mr(_pd: *mut IbvPd) -> *mut IbvMr {
     unsupported("alloc_null_mr");
-    set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
-}
-
-pub unsafe extern "C" fn import_mr(_pd: *mut IbvPd, _h: u32) -> *mut IbvMr {
-    unsupported("import_mr");
-    set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
-}
-
-pub unsafe extern "C" fn import_pd(_ctx: Ctx, _h: u32) -> *mut IbvPd {
-    unsupported("import_pd");
     set_errno(libc::EOPNOTSUPP);
     std::ptr::null_mut()
 }
@@ -95,20 +77,6 @@ pub unsafe extern "C" fn post_srq_ops(_srq: *mut IbvSrq, op: V, bad: *mut V) -> 
         unsafe { *bad = op };
     }
     libc::EOPNOTSUPP
-}
-
-/// `ibv_rereg_mr` returns the negative IBV_REREG_MR_ERR_* codes.
-pub unsafe extern "C" fn rereg_mr(
-    _mr: *mut VerbsMr,
-    _f: c_int,
-    _pd: *mut IbvPd,
-    _a: V,
-    _l: usize,
-    _acc: c_int,
-) -> c_int {
-    unsupported("rereg_mr");
-    set_errno(libc::EOPNOTSUPP);
-    REREG_MR_ERR_INPUT
 }
 
 pub unsafe extern "C" fn query_qp_data_in_order(_qp: *mut IbvQp, _op: c_int, _flags: u32) -> c_int {

@@ -66,6 +66,22 @@ impl Pd {
         self.inner.rings.as_ref()
     }
 
+    /// `ibv_import_pd`: PD `handle` of the context `ctx` imported. Dropping
+    /// it releases nothing (`ibv_unimport_pd`); [`Pd::dealloc`] destroys
+    /// the shared PD, as on a kernel.
+    pub fn import(ctx: &Context, handle: u32) -> Result<Pd> {
+        ctx.call_ok(&Request::ImportPd { pd: handle })?;
+        Ok(Pd {
+            inner: Arc::new(PdInner {
+                ctx: ctx.clone(),
+                handle,
+                live: AtomicBool::new(false),
+                rings: None,
+                base: None,
+            }),
+        })
+    }
+
     /// The daemon's PD number.
     pub fn handle(&self) -> u32 {
         self.inner.handle

@@ -134,12 +134,16 @@ impl Qp {
             max_sge: cap.max_send_sge,
             max_inline: cap.max_inline_data,
         };
-        let sq = SendQueue::new(sq_ring.into_producer(), lim)?;
+        let sq = SendQueue::new(sq_ring.into_producer(), lim, cap.max_send_wr)?;
         let rq = match init.srq {
             Some(_) => None,
             None => {
                 let ring = placement::attach(take_fd(fds, "RQ ring")?, rings, RingKind::Rq)?;
-                Some(RecvQueue::new(ring.into_producer(), cap.max_recv_sge)?)
+                Some(RecvQueue::new(
+                    ring.into_producer(),
+                    cap.max_recv_sge,
+                    cap.max_recv_wr,
+                )?)
             }
         };
         Ok((sq, rq))

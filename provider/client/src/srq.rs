@@ -68,7 +68,7 @@ impl Srq {
         };
         let attached = take_fd(&mut fds, "SRQ ring")
             .and_then(|fd| placement::attach(fd, pd.ring_alloc(), RingKind::Srq))
-            .and_then(|ring| RecvQueue::new(ring.into_producer(), max_sge))
+            .and_then(|ring| RecvQueue::new(ring.into_producer(), max_sge, max_wr))
             .map(RecvQueue::untracked);
         let rq = match attached {
             Ok(rq) => rq,

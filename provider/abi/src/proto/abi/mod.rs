@@ -19,8 +19,12 @@
 //!  24 u64 remote_addr     32 u32 rkey        36 u32 ud remote qpn
 //!  40 u64 compare_add     48 u64 swap        56 u32 ud remote qkey
 //!  60 u32 flush: type | level << 8            64 [16] ud dest GID
-//!  80 u32 ud flow label   84..96 reserved
-//!  (FLUSH has no local data: its length travels in compare_add)
+//!  80 u32 ud flow label   84 u32 bind: region lkey   88 u32 bind: access
+//!  92..96 reserved
+//!  (FLUSH has no local data: its length travels in compare_add; BIND_MW
+//!  carries the window's rkey in rkey, the new rkey in imm_data, the
+//!  address in remote_addr and the length in compare_add; LOCAL_INV the
+//!  key in imm_data)
 //!  96 SGE array: { u64 addr, u32 length, u32 lkey } * num_sge
 //!     or inline_len bytes of data
 //!
