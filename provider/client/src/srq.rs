@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use super::context::{take_fd, unexpected, Context};
 use super::error::{Error, PostError, Result};
 use super::pd::Pd;
+use super::placement::{self, RingKind};
 use super::queue::{post_recvs, RecvQueue, RqGuard};
 use super::wr::RecvWr;
 use rxu_abi::proto::{Request, Response};
-use rxu_abi::ring::Ring;
 
 /// `ibv_srq_attr_mask` bits for [`Srq::modify`].
 pub use transport::verbs::srq_attr_mask;
@@ -69,7 +69,7 @@ impl Srq {
             return Err(unexpected("Srq", &resp));
         };
         let attached = take_fd(&mut fds, "SRQ ring")
-            .and_then(|fd| Ok(Ring::attach(fd)?))
+            .and_then(|fd| placement::attach(fd, pd.ring_alloc(), RingKind::Srq))
             .and_then(|ring| RecvQueue::new(ring.into_producer(), max_sge, max_wr))
             .map(RecvQueue::untracked);
         let rq = match attached {
