@@ -28,6 +28,9 @@ use super::wqe::{self, BadWqe, SqLimits};
 
 /// WQEs taken from one ring per pass (fairness between queues).
 const BUDGET: usize = 64;
+/// Send batches [`Device::take_posted`] makes at most (a batch is up to 8
+/// GSO datagrams): enough for a full pass over one session's SQs.
+const FLUSH_ROUNDS: usize = 16;
 
 /// A WQE that will not run: its error completion and what follows.
 struct Bad {
@@ -386,6 +389,26 @@ impl Device {
             from = id.saturating_add(1);
             if id == u32::MAX {
                 break;
+            }
+        }
+        taken
+    }
+
+    /// Takes what session `id` posted so far and sends the packets that
+    /// made, before one of its control requests is handled: work posted
+    /// before a modify or destroy of its QP reaches the wire first, as on
+    /// an HCA (and on kernel rxe, whose ibv_post_send runs the requester).
+    /// A UD send posted just before ibv_destroy_qp (libfabric's rxd ACKs
+    /// the peer's last message and closes) is then not lost. Returns the
+    /// WQEs taken.
+    pub(super) fn take_posted(&mut self, id: u32) -> usize {
+        let taken = self.consume_session(id);
+        if taken > 0 {
+            let now = Instant::now();
+            for _ in 0..FLUSH_ROUNDS {
+                if self.transmit_packets(now) == 0 {
+                    break;
+                }
             }
         }
         taken

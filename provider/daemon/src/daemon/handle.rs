@@ -123,10 +123,10 @@ impl Device {
             return refuse(libc::EINVAL, "unexpected file descriptors");
         }
         if !admin {
-            // Work requests posted before this call are taken first, so
-            // the call sees them in program order (a modify_qp after a
-            // post_recv, a destroy after a post).
-            self.consume_session(id);
+            // Work requests posted before this call are taken (and what
+            // they send is sent) first, so the call sees them in program
+            // order (a modify_qp after a post_recv, a destroy after a post).
+            self.take_posted(id);
             self.deliver();
         }
         let (o, e, port) = (&mut self.objects, &mut self.endpoint, &self.port);
