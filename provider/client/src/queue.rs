@@ -574,7 +574,7 @@ mod tests {
     #[test]
     fn replaced_ring_takes_the_posts() {
         let (old, fd) = Ring::create("rxu-client-test", 128, 2).unwrap();
-        let rq = RecvQueue::new(Ring::attach(&fd).unwrap().into_producer(), 2).unwrap();
+        let rq = RecvQueue::new(Ring::attach(&fd).unwrap().into_producer(), 2, 2).unwrap();
         let q = Mutex::new(rq.untracked());
         let bell = Doorbell::new().unwrap();
         post_recvs(RqGuard::new(&q, &bell, true), &[RecvWr::new(1, &[])]).unwrap();

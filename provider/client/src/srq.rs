@@ -140,7 +140,10 @@ impl Srq {
         let Response::Srq { max_wr, .. } = resp else {
             return Err(unexpected("Srq", &resp));
         };
-        let ring = Ring::attach(take_fd(&mut fds, "SRQ ring")?)?;
+        // The new ring lives where the old one did: in the parent domain's
+        // allocator memory when the SRQ was made on one.
+        let fd = take_fd(&mut fds, "SRQ ring")?;
+        let ring = placement::attach(fd, self.inner.pd.ring_alloc(), RingKind::Srq)?;
         rq.replace_ring(ring.into_producer())?;
         self.inner.max_wr.store(max_wr, Ordering::Relaxed);
         Ok(())
