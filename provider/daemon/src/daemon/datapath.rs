@@ -15,7 +15,7 @@ use transport::engine::{Endpoint, EngineError};
 use transport::qp::{QpError, QpEvent, QpState, WcOpcode, WcStatus};
 
 use crate::mem::DeviceMemory;
-use rxu_abi::proto::abi::{Cqe, CqeBytes, CQE_SIZE};
+use rxu_abi::proto::abi::{Cqe, CqeBytes, CQE_STAMPED_SIZE};
 use rxu_abi::ring::{Consumer, RingError};
 
 use super::completion::{push_own, SessionCqs};
@@ -43,7 +43,7 @@ struct Bad {
 }
 
 fn error_cqe(qpn: u32, b: &BadWqe) -> CqeBytes {
-    let mut e = Cqe::new_unchecked([0u8; CQE_SIZE]);
+    let mut e = Cqe::new_unchecked([0u8; CQE_STAMPED_SIZE]);
     e.set_wr_id(b.wr_id);
     e.set_status(WcStatus::LocQpOpErr as u32);
     e.set_opcode(b.opcode as u32);
