@@ -10,10 +10,12 @@ use std::sync::OnceLock;
 
 type AttachFn = unsafe extern "C" fn(c_int) -> c_int;
 type PeerFn = unsafe extern "C" fn(c_int) -> c_int;
+type SetAsyncFn = unsafe extern "C" fn(c_int, c_int) -> c_int;
 
 struct Api {
     attach_cmd_fd: AttachFn,
     comp_channel_peer: PeerFn,
+    set_async_fd: SetAsyncFn,
 }
 
 fn sym(name: &CStr) -> Option<usize> {
@@ -27,16 +29,23 @@ fn api() -> Option<&'static Api> {
     API.get_or_init(|| {
         let a = sym(c"rxu_uverbs_v1_attach_cmd_fd")?;
         let p = sym(c"rxu_uverbs_v1_comp_channel_peer")?;
+        let s = sym(c"rxu_uverbs_v1_set_async_fd")?;
         // SAFETY: the addresses of librxu-ucma.so's exports of these
         // names, whose C types these are (ffi/ucma/src/exports.rs).
         Some(unsafe {
             Api {
                 attach_cmd_fd: std::mem::transmute::<usize, AttachFn>(a),
                 comp_channel_peer: std::mem::transmute::<usize, PeerFn>(p),
+                set_async_fd: std::mem::transmute::<usize, SetAsyncFn>(s),
             }
         })
     })
     .as_ref()
+}
+
+/// Whether the preload is there.
+pub fn available() -> bool {
+    api().is_some()
 }
 
 /// Hands `cmd_fd` to the emulation; false without the preload (or if it
@@ -54,4 +63,17 @@ pub fn comp_channel_peer(channel_fd: RawFd) -> Option<OwnedFd> {
     let fd = unsafe { (a.comp_channel_peer)(channel_fd) };
     // SAFETY: a new descriptor the emulation handed over to us.
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The next ASYNC_EVENT_ALLOC ioctl on `cmd_fd` (`ibv_import_device` makes
+/// one after `import_context`) is to answer `async_fd`.
+pub fn set_async_fd(cmd_fd: RawFd, async_fd: RawFd) -> Result<(), i32> {
+    let a = api().ok_or(libc::EOPNOTSUPP)?;
+    // SAFETY: the emulation's function, with plain integers.
+    if unsafe { (a.set_async_fd)(cmd_fd, async_fd) } != 0 {
+        return Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO));
+    }
+    Ok(())
 }

@@ -519,6 +519,8 @@ fn shuttle(
         dst,
         tos: 0,
         ttl: 64,
+        ip_id: 0,
+        flow_label: 0,
     };
     for n in 0..8 {
         let mut env = Env {

@@ -20,6 +20,15 @@ BIN = os.path.join(ROOT, "target", "release")
 ADDRS = ["127.0.8.1", "127.0.8.2"]
 
 
+def _terminate(signum, _frame):
+    # SIGTERM (timeout, CI cancel) unwinds through the scripts' finally
+    # blocks, so devices go down and no daemon is left behind.
+    sys.exit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _terminate)
+
+
 def build():
     """Builds the daemon, the tool and the provider libraries (quietly)."""
     subprocess.run(

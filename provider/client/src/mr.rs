@@ -90,6 +90,29 @@ pub unsafe fn reg_mr_iova(
 }
 
 impl Mr {
+    /// `ibv_import_mr`: MR `handle` of the context `pd`'s context imported
+    /// (its keys and length; its address is not known here, 0). Dropping
+    /// it releases nothing (`ibv_unimport_mr`); [`Mr::dereg`] destroys the
+    /// shared MR, as on a kernel.
+    pub fn import(pd: &Pd, handle: u32) -> Result<Mr> {
+        match pd.context().call(&Request::ImportMr { mr: handle }, &[])?.0 {
+            Response::ImportedMr {
+                lkey, rkey, len, ..
+            } => Ok(Mr {
+                pd: pd.clone(),
+                handle,
+                lkey,
+                rkey,
+                addr: 0,
+                len,
+                iova: 0,
+                access: 0,
+                live: false,
+            }),
+            other => Err(unexpected("ImportedMr", &other)),
+        }
+    }
+
     pub fn handle(&self) -> u32 {
         self.handle
     }

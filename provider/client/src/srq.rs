@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use super::context::{take_fd, unexpected, Context};
 use super::error::{Error, PostError, Result};
 use super::pd::Pd;
+use super::placement::{self, RingKind};
 use super::queue::{post_recvs, RecvQueue, RqGuard};
 use super::wr::RecvWr;
 use rxu_abi::proto::{Request, Response};
-use rxu_abi::ring::Ring;
 
 /// `ibv_srq_attr_mask` bits for [`Srq::modify`].
 pub use transport::verbs::srq_attr_mask;
@@ -69,8 +69,8 @@ impl Srq {
             return Err(unexpected("Srq", &resp));
         };
         let attached = take_fd(&mut fds, "SRQ ring")
-            .and_then(|fd| Ok(Ring::attach(fd)?))
-            .and_then(|ring| RecvQueue::new(ring.into_producer(), max_sge))
+            .and_then(|fd| placement::attach(fd, pd.ring_alloc(), RingKind::Srq))
+            .and_then(|ring| RecvQueue::new(ring.into_producer(), max_sge, max_wr))
             .map(RecvQueue::untracked);
         let rq = match attached {
             Ok(rq) => rq,
@@ -140,7 +140,10 @@ impl Srq {
         let Response::Srq { max_wr, .. } = resp else {
             return Err(unexpected("Srq", &resp));
         };
-        let ring = Ring::attach(take_fd(&mut fds, "SRQ ring")?)?;
+        // The new ring lives where the old one did: in the parent domain's
+        // allocator memory when the SRQ was made on one.
+        let fd = take_fd(&mut fds, "SRQ ring")?;
+        let ring = placement::attach(fd, self.inner.pd.ring_alloc(), RingKind::Srq)?;
         rq.replace_ring(ring.into_producer())?;
         self.inner.max_wr.store(max_wr, Ordering::Relaxed);
         Ok(())

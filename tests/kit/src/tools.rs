@@ -25,6 +25,9 @@ pub struct Dev {
     rt: PathBuf,
     rxu: PathBuf,
     pub env: HashMap<String, String>,
+    /// The runtime dir is this device's own (removed on drop); false for
+    /// a device brought up beside another ([`Dev::up_beside`]).
+    owns_rt: bool,
 }
 
 impl Dev {
@@ -77,7 +80,32 @@ impl Dev {
             rt,
             rxu,
             env,
+            owns_rt: true,
         })
+    }
+
+    /// A second device in this one's runtime dir and device tree, so one
+    /// program sees both (same environment). Drop it before this one.
+    pub fn up_beside(&self, name: &str, addr: &str) -> Dev {
+        let out = Command::new(&self.rxu)
+            .args(["up", "--addr", addr, "--name", name])
+            .env("RXU_RUNTIME_DIR", &self.rt)
+            .output()
+            .expect("run rxu up");
+        assert!(
+            out.status.success(),
+            "rxu up --addr {addr} --name {name}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Dev {
+            name: name.to_owned(),
+            addr: addr.to_owned(),
+            rt: self.rt.clone(),
+            rxu: self.rxu.clone(),
+            env: self.env.clone(),
+            owns_rt: false,
+        }
     }
 
     /// A command with the device's environment.
@@ -284,7 +312,9 @@ impl Drop for Dev {
             .args(["down", "--name", &self.name, "--force"])
             .env("RXU_RUNTIME_DIR", &self.rt)
             .output();
-        let _ = std::fs::remove_dir_all(&self.rt);
+        if self.owns_rt {
+            let _ = std::fs::remove_dir_all(&self.rt);
+        }
     }
 }
 

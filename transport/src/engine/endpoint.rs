@@ -45,6 +45,8 @@ pub struct RecvMeta {
     /// IPv4 TOS / IPv6 traffic class, TTL / hop limit, when reported.
     pub tos: Option<u8>,
     pub ttl: Option<u8>,
+    /// IPv6 flow label (IPV6_FLOWINFO), when reported.
+    pub flow_label: Option<u32>,
     /// Segment index within a GRO datagram (0 otherwise): an rxu GSO
     /// sender gave segment `k` the IPv4 ID `k`.
     pub seg: u16,
@@ -469,24 +471,34 @@ impl<M: Memory> Endpoint<M> {
             }
         }
         let to = SocketAddr::new(dst, meta.dst_port);
-        match icrc::verify_received(meta.src, to, meta.seg, buf) {
-            ReceivedIcrc::Valid => {}
-            ReceivedIcrc::ValidOtherId(_) => self.counters.icrc_nonzero_id += 1,
+        let ip_id = match icrc::verify_received(meta.src, to, meta.seg, buf) {
+            ReceivedIcrc::Valid(id) => id,
+            ReceivedIcrc::ValidOtherId(id) => {
+                self.counters.icrc_nonzero_id += 1;
+                id
+            }
             ReceivedIcrc::Invalid => {
                 self.counters.icrc_errors += 1;
                 return;
             }
-        }
+        };
+        let rx = RxMeta {
+            src: meta.src.ip(),
+            src_port: meta.src.port(),
+            dst,
+            tos: meta.tos.unwrap_or(0),
+            ttl: meta.ttl.unwrap_or(64),
+            ip_id,
+            flow_label: meta.flow_label.unwrap_or(0),
+        };
         let qpn = pkt.hdr.bth.dest_qpn;
         if qpn == MCAST_QPN || mcast::is_group(dst) {
-            self.deliver_mcast(now, &pkt, meta, dst, cqs);
+            self.deliver_mcast(now, &pkt, &rx, cqs);
             return;
         }
         if qpn == GSI_QPN {
-            let hop_limit = meta.ttl.unwrap_or(64);
-            let tc = meta.tos.unwrap_or(0);
             // Refusals are counted by the GSI queue itself.
-            let _ = self.gsi.receive(&pkt, meta.src.ip(), dst, hop_limit, tc);
+            let _ = self.gsi.receive(&pkt, rx.src, dst, rx.ttl, rx.tos);
             return;
         }
         let Some(slot) = self.qps.get_mut(&qpn) else {
@@ -496,13 +508,6 @@ impl<M: Memory> Endpoint<M> {
         if !slot.src_pinned {
             slot.src = Some(dst);
         }
-        let rx = RxMeta {
-            src: meta.src.ip(),
-            src_port: meta.src.port(),
-            dst,
-            tos: meta.tos.unwrap_or(0),
-            ttl: meta.ttl.unwrap_or(64),
-        };
         let mut env = qp_env(&mut self.mem, &mut self.srqs, slot.srq);
         slot.qp.handle_packet(now, &pkt, &rx, &mut env);
         self.after_activity(qpn, cqs);
@@ -515,23 +520,15 @@ impl<M: Memory> Endpoint<M> {
         &mut self,
         now: Instant,
         pkt: &Packet<'_>,
-        meta: &RecvMeta,
-        dst: IpAddr,
+        rx: &RxMeta,
         cqs: &mut impl CqSink,
     ) {
-        let group = mcast::group_key(dst);
+        let group = mcast::group_key(rx.dst);
         let n = self.groups.members(group).len();
         if pkt.hdr.bth.dest_qpn != MCAST_QPN || n == 0 {
             self.counters.unknown_qp += 1;
             return;
         }
-        let rx = RxMeta {
-            src: meta.src.ip(),
-            src_port: meta.src.port(),
-            dst,
-            tos: meta.tos.unwrap_or(0),
-            ttl: meta.ttl.unwrap_or(64),
-        };
         // Indexed: delivering cannot change the member list.
         for i in 0..n {
             let Some(&qpn) = self.groups.members(group).get(i) else {
@@ -541,7 +538,7 @@ impl<M: Memory> Endpoint<M> {
                 continue;
             };
             let mut env = qp_env(&mut self.mem, &mut self.srqs, slot.srq);
-            slot.qp.handle_packet(now, pkt, &rx, &mut env);
+            slot.qp.handle_packet(now, pkt, rx, &mut env);
             self.after_activity(qpn, cqs);
         }
     }
@@ -727,6 +724,7 @@ mod tests {
             dst_port: PORT,
             tos: None,
             ttl: None,
+            flow_label: None,
             seg: 0,
         }
     }

@@ -9,7 +9,7 @@
 use super::error::QpError;
 use super::sgl::SgCursor;
 use super::types::*;
-use crate::verbs::WrKind;
+use crate::verbs::{wr_flags, WrKind};
 use crate::Psn;
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -163,6 +163,16 @@ impl SqEntry {
             qpn,
         );
         c.byte_len = self.len.min(u64::from(u32::MAX)) as u32;
+        // rxe flags a successful SEND/WRITE WITH_IMM's own completion too.
+        let imm = self
+            .wqe
+            .op
+            .wr_opcode()
+            .info()
+            .is_some_and(|i| i.has(wr_flags::IMM));
+        if status == WcStatus::Success && imm {
+            c.wc_flags = wc_flags::WITH_IMM;
+        }
         c
     }
 }

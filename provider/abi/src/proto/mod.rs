@@ -14,7 +14,10 @@
 //!
 //! Handles (pd, mr, cq, srq, qp) are daemon-assigned numbers scoped to the
 //! connection: a handle of another client is "no such object" (ENOENT /
-//! EINVAL), never a way in. QP handles are QP numbers (24 bit).
+//! EINVAL), never a way in — except PDs and MRs between connections that
+//! presented the same `cmd_fd` open file (BindCmdFd / ImportContext:
+//! `ibv_import_device`). QP handles are QP numbers (24 bit); PD numbers
+//! and MR handles are unique in the device.
 //!
 //! `user_handle` values are opaque to the daemon: it writes them back in
 //! events (the libibverbs provider passes its `struct ibv_cq *` /
@@ -95,11 +98,14 @@ pub enum Request {
     },
     /// fds: [0] optional write end of the completion channel socket
     /// (8-byte records carrying `user_handle`), present iff `channel`.
+    /// `timestamps`: every entry carries its completion times (ring slots
+    /// of [`abi::CQE_STAMPED_SIZE`] bytes instead of [`abi::CQE_SIZE`]).
     CreateCq {
         cqe: u32,
         comp_vector: u32,
         user_handle: u64,
         channel: bool,
+        timestamps: bool,
     },
     /// Grows or shrinks the CQ; the reply carries a new ring.
     ResizeCq {
@@ -183,7 +189,45 @@ pub enum Request {
         gid: [u8; 16],
         lid: u16,
     },
+    /// The context's `cmd_fd`. fds: [0] a copy of it. A later
+    /// `ImportContext` presenting the same open file (from this process
+    /// or one it was passed to) shares this session's PDs and MRs.
+    BindCmdFd,
+    /// `ibv_import_device`. fds: [0] the imported `cmd_fd`. This session
+    /// joins the context opened on that file (EINVAL: none on this
+    /// device): its PDs can be imported and its MRs queried, and its PDs
+    /// and MRs outlive it while a session of the group remains.
+    ImportContext,
+    /// `ibv_import_pd`: PD `pd` of the group may be used by this session.
+    ImportPd {
+        pd: u32,
+    },
+    /// `ibv_import_mr`: the keys and length of MR `mr` of the group
+    /// ([`Response::ImportedMr`]).
+    ImportMr {
+        mr: u32,
+    },
+    /// `ibv_advise_mr`: `advice` is an `enum ibv_advise_mr_advice`,
+    /// `flags` `IBV_ADVISE_MR_FLAG_*`; the ranges are lkeys of on-demand
+    /// regions of `pd`.
+    AdviseMr {
+        pd: u32,
+        advice: u32,
+        flags: u32,
+        ranges: Vec<MrRange>,
+    },
 }
+
+/// `len` bytes at the client's `addr`, through `lkey` (an `ibv_sge`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MrRange {
+    pub addr: u64,
+    pub len: u32,
+    pub lkey: u32,
+}
+
+/// Most ranges one `AdviseMr` carries (well inside [`MAX_MSG`]).
+pub const MAX_ADVISE_RANGES: usize = 256;
 
 /// Device attributes (the fields of `struct ibv_device_attr` rxu reports).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -301,7 +345,8 @@ pub enum Response {
         mw: u32,
         rkey: u32,
     },
-    /// fds: [0] the CQ ring (this side consumes; slot = [`abi::CQE_SIZE`]).
+    /// fds: [0] the CQ ring (this side consumes; slot = [`abi::CQE_SIZE`],
+    /// or [`abi::CQE_STAMPED_SIZE`] for a CQ with timestamps).
     Cq {
         cq: u32,
         cqe: u32,
@@ -336,6 +381,13 @@ pub enum Response {
     },
     /// To a `Cm` request.
     Cm(cm::CmResponse),
+    /// To ImportMr.
+    ImportedMr {
+        pd: u32,
+        lkey: u32,
+        rkey: u32,
+        len: u64,
+    },
 }
 
 /// Encoding failures.

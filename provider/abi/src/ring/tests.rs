@@ -551,3 +551,98 @@ fn retain_drops_entries_in_place_and_keeps_the_order() {
         Err(RingError::BufferTooSmall { .. })
     ));
 }
+
+/// Memory as an application allocator hands it out: `pages` anonymous
+/// pages filled with 0xaa. Freed by the test with munmap.
+fn app_pages(pages: usize) -> std::ptr::NonNull<u8> {
+    let len = pages * page_size();
+    // SAFETY: a fresh private anonymous mapping; nothing else uses it.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    // SAFETY: the len bytes just mapped.
+    unsafe { std::ptr::write_bytes(p.cast::<u8>(), 0xaa, len) };
+    std::ptr::NonNull::new(p.cast()).unwrap()
+}
+
+fn released() -> (
+    std::sync::Arc<std::sync::atomic::AtomicU32>,
+    Box<dyn FnOnce() + Send>,
+) {
+    let n = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let m = n.clone();
+    (
+        n,
+        Box::new(move || {
+            m.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }),
+    )
+}
+
+#[test]
+fn ring_placed_in_lent_memory_lives_there_and_gives_it_back_zeroed() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (ring, fd) = Ring::create("rxu-test", 64, 8).unwrap();
+    let len = Ring::mapped_len(&fd).unwrap();
+    assert_eq!(len, DATA_OFFSET + 64 * 8);
+    let pages = len.div_ceil(page_size());
+    let mem = app_pages(pages);
+    let (count, release) = released();
+    // SAFETY: the pages are this test's and untouched until released.
+    let place = unsafe { Place::new(mem, pages * page_size(), release) };
+    let mut c = Ring::attach_at(&fd, place).unwrap().into_consumer();
+    let mut p = ring.into_producer();
+    // SAFETY: reading the first bytes of the lent range (the ring header).
+    let head = unsafe { std::slice::from_raw_parts(mem.as_ptr(), 8) }.to_vec();
+    assert_eq!(
+        head,
+        layout::encode_header(Geometry::new(64, 8).unwrap())[..8]
+    );
+    assert!(p.try_push(b"placed").unwrap());
+    let mut out = [0u8; 64];
+    assert!(c.try_pop(&mut out).unwrap());
+    assert_eq!(&out[..6], b"placed");
+    assert_eq!(count.load(SeqCst), 0, "given back while in use");
+    drop(c);
+    assert_eq!(count.load(SeqCst), 1, "given back once");
+    // The range is ordinary zeroed memory again, no longer the ring's.
+    assert!(p.try_push(b"after").unwrap());
+    // SAFETY: the range is mapped (anonymous) and ours.
+    let all = unsafe { std::slice::from_raw_parts(mem.as_ptr(), pages * page_size()) };
+    assert!(all.iter().all(|&b| b == 0));
+    // SAFETY: the test's own mapping.
+    unsafe { libc::munmap(mem.as_ptr().cast(), pages * page_size()) };
+}
+
+#[test]
+fn a_place_that_cannot_hold_the_ring_is_refused_and_given_back() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (_ring, fd) = Ring::create("rxu-test", 64, 64).unwrap();
+    let mem = app_pages(2);
+    for (addr, len) in [
+        // Not page-aligned.
+        (mem.as_ptr().wrapping_add(8), page_size()),
+        // Too small: the ring needs more than one page.
+        (mem.as_ptr(), page_size()),
+    ] {
+        let (count, release) = released();
+        let addr = std::ptr::NonNull::new(addr).unwrap();
+        // SAFETY: inside the test's pages, unused meanwhile.
+        let place = unsafe { Place::new(addr, len, release) };
+        assert!(Ring::attach_at(&fd, place).is_err());
+        assert_eq!(count.load(SeqCst), 1);
+    }
+    // SAFETY: the pages are still mapped and untouched (0xaa).
+    let all = unsafe { std::slice::from_raw_parts(mem.as_ptr(), 2 * page_size()) };
+    assert!(all.iter().all(|&b| b == 0xaa));
+    // SAFETY: the test's own mapping.
+    unsafe { libc::munmap(mem.as_ptr().cast(), 2 * page_size()) };
+}

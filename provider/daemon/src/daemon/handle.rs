@@ -21,7 +21,7 @@ use super::objects::Objects;
 use super::port::Port;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::Mr;
-use super::{admin, cq, mr, mw, qp, srq, sys};
+use super::{admin, advise, cq, mr, mw, qp, share, srq, sys};
 
 impl Device {
     /// Handles one request of session `id` (which must exist). `fds` are
@@ -115,15 +115,18 @@ impl Device {
                 "admin connections only query and manage the daemon",
             );
         }
-        let takes_fds = matches!(req, Request::CreateCq { channel: true, .. });
+        let takes_fds = matches!(
+            req,
+            Request::CreateCq { channel: true, .. } | Request::BindCmdFd | Request::ImportContext
+        );
         if !fds.is_empty() && !takes_fds {
             return refuse(libc::EINVAL, "unexpected file descriptors");
         }
         if !admin {
-            // Work requests posted before this call are taken first, so
-            // the call sees them in program order (a modify_qp after a
-            // post_recv, a destroy after a post).
-            self.consume_session(id);
+            // Work requests posted before this call are taken (and what
+            // they send is sent) first, so the call sees them in program
+            // order (a modify_qp after a post_recv, a destroy after a post).
+            self.take_posted(id);
             self.deliver();
         }
         if matches!(req, Request::ResizeCq { .. }) {
@@ -201,7 +204,19 @@ impl Device {
                 comp_vector,
                 user_handle,
                 channel,
-            } => cq::create(o, id, cqe, comp_vector, user_handle, channel, fds),
+                timestamps,
+            } => cq::create(
+                o,
+                id,
+                cq::NewCq {
+                    cqe,
+                    comp_vector,
+                    user_handle,
+                    channel,
+                    timestamps,
+                },
+                fds,
+            ),
             Request::ResizeCq { cq, cqe } => cq::resize(o, id, cq, cqe),
             Request::DestroyCq { cq } => cq::destroy(o, id, cq),
             Request::CreateSrq {
@@ -268,6 +283,16 @@ impl Device {
             }
             Request::AttachMcast { qp, gid, lid: _ } => self.mcast(id, qp, gid, true),
             Request::DetachMcast { qp, gid, lid: _ } => self.mcast(id, qp, gid, false),
+            Request::BindCmdFd => share::bind_cmd_fd(o, id, fds),
+            Request::ImportContext => share::import_context(o, id, fds),
+            Request::ImportPd { pd } => share::import_pd(o, id, pd),
+            Request::ImportMr { mr } => share::import_mr(o, id, mr),
+            Request::AdviseMr {
+                pd,
+                advice,
+                flags,
+                ranges,
+            } => advise::advise_mr(o, e, id, pd, (advice, flags), &ranges),
             Request::Status => Ok(Reply::ok(self.status())),
             Request::Stats => Ok(Reply::ok(self.stats())),
             Request::Shutdown { force } => {
@@ -389,15 +414,29 @@ fn alloc_pd(objects: &mut Objects, id: u32) -> Handled {
     Ok(Reply::ok(Response::Pd { pd }))
 }
 
+/// Deallocates PD `pd`: one of the session's own, or one it imported
+/// (which, as on a kernel, destroys the group's PD). EBUSY while any
+/// session's objects use it; then no session may import or use it.
 fn dealloc_pd(objects: &mut Objects, id: u32, pd: u32) -> Handled {
     let s = objects.session_mut(id)?;
-    if !s.pds.contains(&pd) {
+    let owner = if s.pds.contains(&pd) {
+        Some(id)
+    } else if s.shared_pds.contains(&pd) {
+        let group = s.group;
+        objects.pd_owner(group, pd)
+    } else {
+        None
+    };
+    let Some(owner) = owner else {
         return refuse(libc::ENOENT, format!("no PD {pd}"));
-    }
-    if s.pd_in_use(pd) {
+    };
+    if objects.count(|s| usize::from(s.pd_in_use(pd))) > 0 {
         return refuse(libc::EBUSY, format!("PD {pd} still has MRs, SRQs or QPs"));
     }
-    s.pds.remove(&pd);
+    objects.session_mut(owner)?.pds.remove(&pd);
+    for s in objects.sessions_mut() {
+        s.shared_pds.remove(&pd);
+    }
     Ok(Reply::ok(Response::Ok))
 }
 
@@ -428,7 +467,7 @@ fn reg_mr(
     let max_size = objects.attr().max_mr_size;
     let n = objects.count(|s| s.mrs.len());
     let s = objects.session_mut(id)?;
-    if !s.pds.contains(&pd) {
+    if !s.may_use_pd(pd) {
         return refuse(libc::EINVAL, format!("no PD {pd}"));
     }
     if len == 0 || addr.checked_add(len).is_none() || iova.checked_add(len).is_none() {
@@ -455,8 +494,10 @@ fn reg_mr(
             errno: e.errno(),
             msg: format!("reg_mr: {e}"),
         })?;
-    counters.mr_bytes_registered += len;
-    let mr = s.new_handle();
+    // Saturating: an implicit ODP region is 2^64 - 1 bytes.
+    counters.mr_bytes_registered = counters.mr_bytes_registered.saturating_add(len);
+    let mr = objects.alloc_mr_handle();
+    let s = objects.session_mut(id)?;
     s.mrs.insert(
         mr,
         Mr {
@@ -480,11 +521,14 @@ fn dereg_mr(
     id: u32,
     mr: u32,
 ) -> Handled {
-    let s = objects.session_mut(id)?;
+    // One of its own, or (as on a kernel) an imported one of its group.
+    let group = objects.session_mut(id)?.group;
+    let owner = objects.mr_owner(group, mr).unwrap_or(id);
+    let s = objects.session_mut(owner)?;
     let Some(lkey) = s.mrs.get(&mr).map(|m| m.lkey) else {
         return refuse(libc::ENOENT, format!("no MR {mr}"));
     };
-    match endpoint.memory_mut().deregister(id, lkey) {
+    match endpoint.memory_mut().deregister(owner, lkey) {
         Ok(()) => {}
         Err(e @ RegError::WindowsBound) => {
             return refuse(e.errno(), format!("dereg_mr: {e}"));

@@ -37,7 +37,12 @@ pub(super) fn reregister(
     r: Rereg,
 ) -> Handled {
     let max_size = objects.attr().max_mr_size;
-    let s = objects.session_mut(id)?;
+    // One of its own, or an imported one of its group (`share`), as a
+    // kernel's shared context may; the new PD must be one it may use.
+    let caller = objects.session_mut(id)?;
+    let (group, may_use) = (caller.group, caller.may_use_pd(r.pd));
+    let owner = objects.mr_owner(group, r.mr).unwrap_or(id);
+    let s = objects.session_mut(owner)?;
     let Some(lkey) = s.mrs.get(&r.mr).map(|m| m.lkey) else {
         return refuse(libc::EINVAL, format!("no MR {}", r.mr));
     };
@@ -45,7 +50,7 @@ pub(super) fn reregister(
         return refuse(libc::EINVAL, format!("rereg flags {:#x}", r.flags));
     }
     let pd = (r.flags & rereg::CHANGE_PD != 0).then_some(r.pd);
-    if pd.is_some_and(|p| !s.pds.contains(&p)) {
+    if pd.is_some() && !may_use {
         return refuse(libc::EINVAL, format!("no PD {}", r.pd));
     }
     let range = (r.flags & rereg::CHANGE_TRANSLATION != 0).then_some((r.addr, r.len));
@@ -63,7 +68,7 @@ pub(super) fn reregister(
     }
     endpoint
         .memory_mut()
-        .reregister(id, lkey, pd, range, acc)
+        .reregister(owner, lkey, pd, range, acc)
         .map_err(|e| Refused {
             errno: e.errno(),
             msg: format!("rereg_mr: {e}"),

@@ -23,7 +23,7 @@ pub(super) fn alloc(
     mw_type: u32,
 ) -> Handled {
     let s = objects.session_mut(id)?;
-    if !s.pds.contains(&pd) {
+    if !s.may_use_pd(pd) {
         return refuse(libc::EINVAL, format!("no PD {pd}"));
     }
     let Some(ty) = MwType::from_ibv(mw_type) else {

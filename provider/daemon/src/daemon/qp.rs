@@ -66,7 +66,7 @@ pub(super) fn create(
         (a.max_qp_wr, a.max_sge, a.max_inline_data, a.max_qp as usize);
     let n = objects.count(|s| s.qps.len());
     let s = objects.session_mut(id)?;
-    if !s.pds.contains(&r.pd) {
+    if !s.may_use_pd(r.pd) {
         return invalid(format!("no PD {}", r.pd));
     }
     let (Some(scq), Some(rcq)) = (s.cqs.get(&r.send_cq), s.cqs.get(&r.recv_cq)) else {

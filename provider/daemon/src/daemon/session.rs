@@ -49,6 +49,8 @@ pub struct Cq {
     /// of those that reached the ring may be solicited (for the channel).
     pub posted: usize,
     pub wake: bool,
+    /// Entries carry their completion times (created with timestamps).
+    pub timestamps: bool,
 }
 
 pub struct Srq {
@@ -98,6 +100,14 @@ pub struct Session {
     pub async_sock: Option<OwnedFd>,
     pub bell: Option<Doorbell>,
     pub pds: BTreeSet<u32>,
+    /// PDs of other sessions of the group this one imported (`share`).
+    pub shared_pds: BTreeSet<u32>,
+    /// The session whose context this one imported, or its own id: the
+    /// sessions of a group share PDs and MRs (`share`).
+    pub group: u32,
+    /// A copy of the application's cmd_fd, which names the context to
+    /// `ibv_import_device` (`share`).
+    pub cmd_file: Option<OwnedFd>,
     pub mrs: BTreeMap<u32, Mr>,
     pub mws: BTreeMap<u32, Mw>,
     pub cqs: BTreeMap<u32, Cq>,
@@ -119,6 +129,9 @@ impl Session {
             async_sock: None,
             bell: None,
             pds: BTreeSet::new(),
+            shared_pds: BTreeSet::new(),
+            group: id,
+            cmd_file: None,
             mrs: BTreeMap::new(),
             mws: BTreeMap::new(),
             cqs: BTreeMap::new(),
@@ -134,6 +147,12 @@ impl Session {
         let h = self.next_handle;
         self.next_handle = self.next_handle.wrapping_add(1).max(1);
         h
+    }
+
+    /// Whether objects of this session may be created in PD `pd`: its own,
+    /// or one it imported.
+    pub fn may_use_pd(&self, pd: u32) -> bool {
+        self.pds.contains(&pd) || self.shared_pds.contains(&pd)
     }
 
     pub fn pd_in_use(&self, pd: u32) -> bool {

@@ -50,7 +50,7 @@ pub(super) fn create(
     let (lim_wr, lim_sge, lim_srq) = (a.max_srq_wr, a.max_srq_sge, a.max_srq as usize);
     let n = objects.count(|s| s.srqs.len());
     let s = objects.session_mut(id)?;
-    if !s.pds.contains(&pd) {
+    if !s.may_use_pd(pd) {
         return refuse(libc::EINVAL, format!("no PD {pd}"));
     }
     if max_wr == 0 || max_wr > lim_wr {

@@ -156,9 +156,8 @@ pub fn send_wqe(slot: &[u8], lim: &SqLimits) -> Result<SendWqe, BadWqe> {
         if s.ud_qpn() > 0xFF_FFFF {
             return Err(bad("UD remote QPN above 2^24-1"));
         }
-        if s.ud_flow_label() > 0xF_FFFF {
-            return Err(bad("flow label above 2^20-1"));
-        }
+        // The flow label is not checked: the kernel keeps its low 20 bits
+        // (and rxe does not use it for UD), and UCX sets all 32 on purpose.
         let addr = verbs::addr_of_gid(&s.ud_gid());
         if (addr.is_ipv6() != lim.ipv6 && !lim.dual) || addr.is_unspecified() || unsendable(addr) {
             return Err(bad("UD destination GID not reachable from this device"));
@@ -401,6 +400,23 @@ mod tests {
         assert!(send_wqe(&s.slot(size), &l).is_err(), "family mismatch");
         s.ud_gid = [0; 16];
         assert!(send_wqe(&s.slot(size), &l).is_err(), "unspecified");
+    }
+
+    /// UCX sets a UD AH's flow label to 0xFFFFFFFF; the kernel takes the
+    /// low 20 bits and rxe's UD path does not use it at all.
+    #[test]
+    fn ud_flow_label_above_20_bits_is_accepted() {
+        let s = SendSpec {
+            wr_id: 4,
+            opcode: WrOpcode::SEND,
+            ud_qpn: 0x12,
+            ud_qkey: 0x1111,
+            ud_gid: verbs::gid_of("127.0.0.1".parse().unwrap()),
+            ud_flow_label: 0xFFFF_FFFF,
+            ..Default::default()
+        };
+        let w = send_wqe(&s.slot(send_slot_size(2, 64) as usize), &lim(QpType::Ud)).unwrap();
+        assert_eq!(w.ud.map(|u| u.qpn), Some(0x12));
     }
 
     #[test]

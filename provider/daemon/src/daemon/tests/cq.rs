@@ -15,6 +15,49 @@ use transport::verbs::WrOpcode;
 use super::harness::*;
 
 #[test]
+fn cq_with_timestamps_stamps_each_entry_when_made_and_keeps_them_over_resize() {
+    let mut dev = device(50);
+    let c = hello(&mut dev);
+    let pd = alloc_pd(&mut dev, c.id);
+    let (plain, mut plain_ring) = create_cq(&mut dev, c.id, 4);
+    let (cq, ring) = create_cq_with(&mut dev, c.id, 4, true);
+    assert_eq!((plain_ring.slot_size(), ring.slot_size()), (64, 80));
+    let mut qp = create_qp(&mut dev, c.id, pd, cq, QpType::Rc);
+    let mut qp2 = create_qp(&mut dev, c.id, pd, plain, QpType::Rc);
+    let (m0, w0) = rxu_abi::clock::completion_stamps();
+    // Error completions (posts in RESET): one to each CQ.
+    for q in [&mut qp, &mut qp2] {
+        post_send(
+            q,
+            &SendSpec {
+                wr_id: 5,
+                opcode: WrOpcode::SEND,
+                ..Default::default()
+            },
+        );
+    }
+    dev.consume();
+    let (m1, w1) = rxu_abi::clock::completion_stamps();
+    let p = pop_cqe(&mut plain_ring).unwrap();
+    assert_eq!(
+        (p.wr_id, p.completion_ts, p.completion_wallclock_ns),
+        (5, 0, 0)
+    );
+    let (resp, fds) = ok(call(&mut dev, c.id, Request::ResizeCq { cq, cqe: 60 }));
+    assert_eq!(resp, Response::Cq { cq, cqe: 63 });
+    let mut new = Ring::attach(&fds[0]).unwrap().into_consumer();
+    assert_eq!(new.slot_size(), 80, "a resized CQ keeps its timestamps");
+    let e = pop_cqe(&mut new).unwrap();
+    assert_eq!(e.wr_id, 5);
+    assert!(
+        (m0..=m1).contains(&e.completion_ts),
+        "{m0} {} {m1}",
+        e.completion_ts
+    );
+    assert!((w0..=w1).contains(&e.completion_wallclock_ns));
+}
+
+#[test]
 fn cq_resize_keeps_unread_entries_and_overrun_raises_cq_err() {
     let mut dev = device(8);
     let c = hello(&mut dev);
@@ -96,6 +139,7 @@ fn armed_cq_notifies_its_channel_once() {
             comp_vector: 0,
             user_handle: 0xabc,
             channel: true,
+            timestamps: false,
         },
         vec![ch_wr],
     );
@@ -146,6 +190,7 @@ fn armed_cq_notifies_its_channel_once() {
             comp_vector: 0,
             user_handle: 1,
             channel: true,
+            timestamps: false,
         },
         vec![file],
     );
