@@ -400,6 +400,42 @@ fn reset_drops_the_qps_unpolled_completions() {
     assert_eq!(expect_ok(&p.cq_a, WcOpcode::RdmaWrite).wr_id, 9);
 }
 
+/// UD sends complete once transmitted; a resize right after posting them
+/// counts their completions as unpolled (rdma-core's test_resize_cq fills
+/// a CQ with UD sends and shrinks it at once, expecting EINVAL).
+#[test]
+fn cq_resize_right_after_ud_sends_counts_their_completions() {
+    let d = daemon(11);
+    let ctx = d.open();
+    let p = Pair::new(&ctx, QpType::Ud);
+    let ba = MrBuf::new(&p.pd, 4096, ALL_ACCESS).unwrap();
+    let qkey = ConnectOpts::default().qkey;
+    let ah = Ah::new(
+        &p.pd,
+        AhAttr {
+            dgid: ctx.query_gid(0).unwrap(),
+            hop_limit: 64,
+            is_global: true,
+            port_num: 1,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let n = p.cq_a.resize(7).unwrap();
+    for round in 0..20 {
+        let sge = [ba.sge(0, 64)];
+        let wrs: Vec<SendWr<'_>> = (0..u64::from(n) - 1)
+            .map(|i| SendWr::send(i, &sge).ud(&ah, p.b.qpn(), qkey).signaled())
+            .collect();
+        p.a.post_send(&wrs).unwrap();
+        let e = p.cq_a.resize(1).unwrap_err();
+        assert_eq!(e.errno(), libc::EINVAL, "round {round}: {e}");
+        for i in 0..u64::from(n) - 1 {
+            assert_eq!(expect_ok(&p.cq_a, WcOpcode::Send).wr_id, i);
+        }
+    }
+}
+
 #[test]
 fn threads_post_to_one_qp() {
     let d = daemon(6);
