@@ -33,8 +33,9 @@ pub const BTH_LEN: usize = 12;
 pub const ICRC_LEN: usize = 4;
 /// Largest payload one packet may carry (path MTU 4096).
 pub const MAX_PAYLOAD: usize = 4096;
-/// Largest BTH + extension headers of any opcode (BTH + AtomicETH).
-pub const MAX_HEADER_LEN: usize = BTH_LEN + 28;
+/// Largest BTH + extension headers of any opcode (BTH + XRCETH +
+/// AtomicETH).
+pub const MAX_HEADER_LEN: usize = BTH_LEN + 4 + 28;
 /// Largest RoCEv2 UDP payload we accept or produce.
 pub const MAX_PACKET: usize = MAX_HEADER_LEN + MAX_PAYLOAD + 3 + ICRC_LEN;
 

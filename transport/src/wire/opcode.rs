@@ -3,7 +3,9 @@
 //!
 //! Values are those of the IBA opcode space (bits 7:5 transport, 4:0
 //! operation), as listed in the kernel's `ib_pack.h`. Header order follows
-//! the IBA (DETH, RETH/AtomicETH/FETH, AETH, AtomicAckETH, ImmDt/IETH).
+//! the IBA (DETH, XRCETH, RETH/AtomicETH/FETH, AETH, AtomicAckETH,
+//! ImmDt/IETH). XRC (101) mirrors RC's operations at +0xA0; its requests
+//! carry an XRCETH (the target XRC SRQ), its responses do not.
 
 use std::fmt;
 
@@ -20,7 +22,9 @@ pub enum Service {
     Ud,
     /// Congestion notification packet (0x81).
     Cnp,
-    /// XRC (101) or manufacturer specific (110, 111).
+    /// Extended reliable connected (101).
+    Xrc,
+    /// Manufacturer specific (110, 111).
     Other,
 }
 
@@ -74,6 +78,8 @@ pub mod flags {
     pub const ATOMIC_WRITE: u32 = 1 << 22;
     /// CNP.
     pub const CNP: u32 = 1 << 23;
+    /// XRCETH follows (after DETH, before RETH/AtomicETH/ImmDt/IETH).
+    pub const XRCETH: u32 = 1 << 24;
 }
 
 /// Static facts about one opcode.
@@ -98,6 +104,9 @@ impl OpcodeInfo {
         let mut n = 0;
         if f & flags::DETH != 0 {
             n += 8;
+        }
+        if f & flags::XRCETH != 0 {
+            n += 4;
         }
         if f & flags::FETH != 0 {
             n += 4;
@@ -133,6 +142,8 @@ use flags::*;
 
 const SEND_F: u32 = REQUEST | SEND | PAYLOAD;
 const WRITE_F: u32 = REQUEST | WRITE | PAYLOAD;
+const XSEND_F: u32 = SEND_F | XRCETH;
+const XWRITE_F: u32 = WRITE_F | XRCETH;
 
 macro_rules! opcodes {
     ($( $konst:ident = $val:expr, $name:expr, $flags:expr; )*) => {
@@ -190,6 +201,29 @@ opcodes! {
     UC_WRITE_ONLY_IMM = 0x2b, "UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", WRITE_F | ONLY | RETH | IMM;
     UD_SEND_ONLY = 0x64, "UD_SEND_ONLY", SEND_F | ONLY | DETH;
     UD_SEND_ONLY_IMM = 0x65, "UD_SEND_ONLY_WITH_IMMEDIATE", SEND_F | ONLY | DETH | IMM;
+    XRC_SEND_FIRST = 0xa0, "XRC_SEND_FIRST", XSEND_F | FIRST;
+    XRC_SEND_MIDDLE = 0xa1, "XRC_SEND_MIDDLE", XSEND_F | MIDDLE;
+    XRC_SEND_LAST = 0xa2, "XRC_SEND_LAST", XSEND_F | LAST;
+    XRC_SEND_LAST_IMM = 0xa3, "XRC_SEND_LAST_WITH_IMMEDIATE", XSEND_F | LAST | IMM;
+    XRC_SEND_ONLY = 0xa4, "XRC_SEND_ONLY", XSEND_F | ONLY;
+    XRC_SEND_ONLY_IMM = 0xa5, "XRC_SEND_ONLY_WITH_IMMEDIATE", XSEND_F | ONLY | IMM;
+    XRC_WRITE_FIRST = 0xa6, "XRC_RDMA_WRITE_FIRST", XWRITE_F | FIRST | RETH;
+    XRC_WRITE_MIDDLE = 0xa7, "XRC_RDMA_WRITE_MIDDLE", XWRITE_F | MIDDLE;
+    XRC_WRITE_LAST = 0xa8, "XRC_RDMA_WRITE_LAST", XWRITE_F | LAST;
+    XRC_WRITE_LAST_IMM = 0xa9, "XRC_RDMA_WRITE_LAST_WITH_IMMEDIATE", XWRITE_F | LAST | IMM;
+    XRC_WRITE_ONLY = 0xaa, "XRC_RDMA_WRITE_ONLY", XWRITE_F | ONLY | RETH;
+    XRC_WRITE_ONLY_IMM = 0xab, "XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", XWRITE_F | ONLY | RETH | IMM;
+    XRC_READ_REQUEST = 0xac, "XRC_RDMA_READ_REQUEST", REQUEST | READ | ONLY | XRCETH | RETH;
+    XRC_READ_RESPONSE_FIRST = 0xad, "XRC_RDMA_READ_RESPONSE_FIRST", RESPONSE | READ_RESPONSE | PAYLOAD | FIRST | AETH;
+    XRC_READ_RESPONSE_MIDDLE = 0xae, "XRC_RDMA_READ_RESPONSE_MIDDLE", RESPONSE | READ_RESPONSE | PAYLOAD | MIDDLE;
+    XRC_READ_RESPONSE_LAST = 0xaf, "XRC_RDMA_READ_RESPONSE_LAST", RESPONSE | READ_RESPONSE | PAYLOAD | LAST | AETH;
+    XRC_READ_RESPONSE_ONLY = 0xb0, "XRC_RDMA_READ_RESPONSE_ONLY", RESPONSE | READ_RESPONSE | PAYLOAD | ONLY | AETH;
+    XRC_ACK = 0xb1, "XRC_ACKNOWLEDGE", RESPONSE | ACK | ONLY | AETH;
+    XRC_ATOMIC_ACK = 0xb2, "XRC_ATOMIC_ACKNOWLEDGE", RESPONSE | ACK | ONLY | AETH | ATOMIC_ACK_ETH;
+    XRC_CMP_SWAP = 0xb3, "XRC_COMPARE_SWAP", REQUEST | ATOMIC | ONLY | XRCETH | ATOMIC_ETH;
+    XRC_FETCH_ADD = 0xb4, "XRC_FETCH_ADD", REQUEST | ATOMIC | ONLY | XRCETH | ATOMIC_ETH;
+    XRC_SEND_LAST_INV = 0xb6, "XRC_SEND_LAST_WITH_INVALIDATE", XSEND_F | LAST | IETH;
+    XRC_SEND_ONLY_INV = 0xb7, "XRC_SEND_ONLY_WITH_INVALIDATE", XSEND_F | ONLY | IETH;
     CNP = 0x81, "CNP", CNP;
 }
 
@@ -210,6 +244,7 @@ impl Opcode {
             1 => Service::Uc,
             2 => Service::Rd,
             3 => Service::Ud,
+            5 => Service::Xrc,
             _ => Service::Other,
         }
     }
@@ -226,6 +261,20 @@ impl Opcode {
     #[inline]
     pub const fn operation(self) -> u8 {
         self.0 & 0x1f
+    }
+
+    /// The same operation on `service` (RC, UC or XRC: they share the
+    /// operation numbers; XRC adds an XRCETH to requests). Others are
+    /// returned unchanged.
+    #[inline]
+    pub const fn on_service(self, service: Service) -> Opcode {
+        let base = match service {
+            Service::Rc => 0x00,
+            Service::Uc => 0x20,
+            Service::Xrc => 0xa0,
+            _ => return self,
+        };
+        Opcode(base | (self.0 & 0x1f))
     }
 }
 
@@ -263,6 +312,17 @@ mod tests {
                 let rc = Opcode(op.0 - 0x20).info().unwrap();
                 assert_eq!(rc.flags, i.flags, "{op:?} mirrors RC");
             }
+            // XRC opcodes mirror RC ones at +0xA0; requests add XRCETH.
+            if op.service() == Service::Xrc {
+                let rc = op.on_service(Service::Rc).info().unwrap();
+                let want = if i.has(REQUEST) {
+                    rc.flags | XRCETH
+                } else {
+                    rc.flags
+                };
+                assert_eq!(i.flags, want, "{op:?} mirrors RC");
+                assert_eq!(op.on_service(Service::Rc).on_service(Service::Xrc), op);
+            }
         }
     }
 
@@ -277,5 +337,11 @@ mod tests {
         assert!(Opcode(0x15).info().is_none());
         assert_eq!(Opcode(0x15).name(), "UNKNOWN");
         assert_eq!(Opcode::CNP.service(), Service::Cnp);
+        assert_eq!(Opcode::XRC_SEND_ONLY.info().unwrap().ext_len(), 4);
+        assert_eq!(Opcode::XRC_WRITE_ONLY_IMM.info().unwrap().ext_len(), 24);
+        assert_eq!(Opcode::XRC_CMP_SWAP.info().unwrap().ext_len(), 32);
+        assert_eq!(Opcode::XRC_ACK.info().unwrap().ext_len(), 4);
+        assert_eq!(Opcode::XRC_SEND_ONLY.service(), Service::Xrc);
+        assert_eq!(Opcode(0xb5).name(), "UNKNOWN");
     }
 }

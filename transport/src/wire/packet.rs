@@ -10,6 +10,8 @@ use super::{be32, need, Bth, Opcode, WireError, BTH_LEN, ICRC_LEN, MAX_PACKET, M
 pub struct Headers {
     pub bth: Bth,
     pub deth: Option<Deth>,
+    /// XRCETH: the XRC SRQ number (24 bits) the request is for.
+    pub xrceth: Option<u32>,
     pub feth: Option<Feth>,
     pub reth: Option<Reth>,
     pub atomic_eth: Option<AtomicEth>,
@@ -64,6 +66,10 @@ impl Headers {
             h.deth = Some(Deth::parse(&buf[at..]));
             at += Deth::LEN;
         }
+        if info.has(flags::XRCETH) {
+            h.xrceth = Some(be32(buf, at) & 0xFF_FFFF);
+            at += 4;
+        }
         if info.has(flags::FETH) {
             h.feth = Some(Feth::parse(&buf[at..]));
             at += Feth::LEN;
@@ -117,6 +123,10 @@ impl Headers {
             }
         };
         check(self.deth.is_some(), flags::DETH, "DETH")?;
+        check(self.xrceth.is_some(), flags::XRCETH, "XRCETH")?;
+        if self.xrceth.is_some_and(|n| n > 0xFF_FFFF) {
+            return Err(WireError::Inconsistent(op, "XRC SRQ number above 24 bits"));
+        }
         check(self.feth.is_some(), flags::FETH, "FETH")?;
         check(self.reth.is_some(), flags::RETH, "RETH")?;
         check(self.atomic_eth.is_some(), flags::ATOMIC_ETH, "AtomicETH")?;
@@ -133,6 +143,11 @@ impl Headers {
         if let Some(d) = &self.deth {
             d.emit(&mut buf[at..]);
             at += Deth::LEN;
+        }
+        if let Some(n) = self.xrceth {
+            // 8 reserved bits (zero), then the 24-bit XRC SRQ number.
+            buf[at..at + 4].copy_from_slice(&(n & 0xFF_FFFF).to_be_bytes());
+            at += 4;
         }
         if let Some(f) = &self.feth {
             f.emit(&mut buf[at..]);

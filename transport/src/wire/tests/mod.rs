@@ -2,3 +2,4 @@
 //! pieces live next to them; real captures are in transport/tests/vectors.rs).
 
 mod props;
+mod xrc;

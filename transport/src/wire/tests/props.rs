@@ -34,6 +34,7 @@ struct Fields {
     feth: (u8, u8),
     imm: u32,
     ieth: u32,
+    xrc_srqn: u32,
 }
 
 fn fields() -> impl Strategy<Value = Fields> {
@@ -43,7 +44,7 @@ fn fields() -> impl Strategy<Value = Fields> {
         (any::<(u64, u32, u32)>(), any::<(u64, u32, u64, u64)>()),
         (any::<u8>(), 0..1u32 << 24, any::<u64>()),
         (any::<u32>(), 0..1u32 << 24, 0..16u8, 0..4u8),
-        (any::<u32>(), any::<u32>()),
+        (any::<u32>(), any::<u32>(), 0..1u32 << 24),
     )
         .prop_map(|(a, b, c, d, e, f)| Fields {
             se: a.0,
@@ -62,6 +63,7 @@ fn fields() -> impl Strategy<Value = Fields> {
             feth: (e.2, e.3),
             imm: f.0,
             ieth: f.1,
+            xrc_srqn: f.2,
         })
 }
 
@@ -87,6 +89,7 @@ fn headers(op: Opcode, f: &Fields) -> Headers {
             qkey: f.deth.0,
             src_qpn: f.deth.1,
         }),
+        xrceth: on(flags::XRCETH).then_some(f.xrc_srqn),
         feth: on(flags::FETH).then_some(Feth {
             plt: f.feth.0,
             sel: f.feth.1,
