@@ -323,6 +323,7 @@ fn qp(qpn: u32, qp_type: QpType, peer_qpn: u32, peer: IpAddr) -> Qp {
         qp_type,
         pd: PD,
         srq: None,
+        xrcd: None,
         sq_sig_all: false,
         max_send_wr: 16,
         max_recv_wr: 16,
@@ -478,6 +479,7 @@ pub fn run(data: &[u8]) -> Outcome {
                 let mut env = Env {
                     mem: &mut rec,
                     srq: None,
+                    xrc: None,
                 };
                 q.handle_timeout(now, &mut env);
             }
@@ -526,6 +528,7 @@ fn shuttle(
         let mut env = Env {
             mem: &mut *rec,
             srq: None,
+            xrc: None,
         };
         let Some(t) = tx.poll_transmit(now, &mut env, buf) else {
             return n;

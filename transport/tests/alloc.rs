@@ -83,6 +83,7 @@ fn steady_state_rc_write_does_not_allocate_per_packet() {
                             lkey: key,
                         }]),
                         ud: None,
+                        xrc_srqn: None,
                     };
                     e.post_send(qpn, w).unwrap();
                     posted += 1;

@@ -133,6 +133,7 @@ fn wqe(wr_id: u64, op: SendOp, sges: Vec<Sge>, ud: Option<UdDest>) -> SendWqe {
         flags: send_flags::SIGNALED,
         payload: Payload::Sges(sges),
         ud,
+        xrc_srqn: None,
     }
 }
 

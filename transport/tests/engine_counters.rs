@@ -47,6 +47,7 @@ fn sent_pkts_counts_gso_segments_as_packets() {
                         lkey: key,
                     }]),
                     ud: None,
+                    xrc_srqn: None,
                 },
             )
             .unwrap();

@@ -27,6 +27,7 @@ fn send(wr_id: u64, sges: Vec<Sge>) -> SendWqe {
         flags: send_flags::SIGNALED,
         payload: Payload::Sges(sges),
         ud: None,
+        xrc_srqn: None,
     }
 }
 

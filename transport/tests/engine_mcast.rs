@@ -95,6 +95,7 @@ fn one_send_to_a_group_reaches_every_attached_qp_on_the_host() {
                 qpn: MCAST_QPN,
                 qkey: QKEY,
             }),
+            xrc_srqn: None,
         };
         tx.post_send(sender, w).unwrap();
         let d = Deadline::after(Duration::from_secs(5));

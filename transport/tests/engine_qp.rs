@@ -30,6 +30,7 @@ fn wqe(wr_id: u64, op: SendOp, sges: Vec<Sge>) -> SendWqe {
         flags: send_flags::SIGNALED,
         payload: Payload::Sges(sges),
         ud: None,
+        xrc_srqn: None,
     }
 }
 

@@ -78,6 +78,7 @@ fn burst(t: QpType, n: usize, len: usize) -> (usize, Eng) {
                 flags: send_flags::SIGNALED,
                 payload: Payload::Sges(sg(0, len, key)),
                 ud,
+                xrc_srqn: None,
             };
             e.post_send(a, w).unwrap();
             posted += 1;

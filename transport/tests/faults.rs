@@ -356,6 +356,7 @@ fn rc_64mib_mixed_ops_under_faults() {
                         flags: send_flags::SIGNALED,
                         payload,
                         ud: None,
+                        xrc_srqn: None,
                     };
                     e.post_send(qpn, wqe).expect("post_send");
                     next += 1;
@@ -762,6 +763,7 @@ fn unreliable(t: QpType, seed: u64, a_ip: &str, b_ip: &str) {
                             qpn: peer,
                             qkey: QKEY,
                         }),
+                        xrc_srqn: None,
                     };
                     e.post_send(qpn, wqe).expect("post_send");
                     next += 1;

@@ -27,6 +27,7 @@ fn send_wqe(wr_id: u64, key: u32) -> SendWqe {
             lkey: key,
         }]),
         ud: None,
+        xrc_srqn: None,
     }
 }
 

@@ -139,6 +139,7 @@ fn rc_qp(qpn: u32, psn: u32) -> (Qp, BufferMemory, u32) {
         qp_type: QpType::Rc,
         pd: 1,
         srq: None,
+        xrcd: None,
         sq_sig_all: true,
         max_send_wr: 128,
         max_recv_wr: 16,
@@ -188,6 +189,7 @@ fn post(qp: &mut Qp, key: u32, op: SendOp, len: u32, n: u64) {
                 lkey: key,
             }]),
             ud: None,
+            xrc_srqn: None,
         })
         .unwrap();
     }
@@ -224,7 +226,11 @@ fn drain(qp: &mut Qp, mem: &mut BufferMemory, now: Instant) -> usize {
 /// Sends everything the QP may send now: (PSN, AckReq) of each packet.
 fn sent(qp: &mut Qp, mem: &mut BufferMemory, now: Instant) -> Vec<(u32, bool)> {
     let mut buf = vec![0u8; MAX_PACKET];
-    let mut env = Env { mem, srq: None };
+    let mut env = Env {
+        mem,
+        srq: None,
+        xrc: None,
+    };
     let mut out = Vec::new();
     while let Some(t) = qp.poll_transmit(now, &mut env, &mut buf) {
         let p = Packet::parse(&buf[..t.len]).expect("own packet parses");
@@ -237,7 +243,11 @@ fn sent(qp: &mut Qp, mem: &mut BufferMemory, now: Instant) -> Vec<(u32, bool)> {
 fn feed(qp: &mut Qp, mem: &mut BufferMemory, now: Instant, frame: &[u8]) {
     let (_, bytes) = roce(frame);
     let p = Packet::parse(&bytes).unwrap();
-    let mut env = Env { mem, srq: None };
+    let mut env = Env {
+        mem,
+        srq: None,
+        xrc: None,
+    };
     qp.handle_packet(now, &p, &meta(), &mut env);
 }
 
@@ -266,6 +276,7 @@ fn seq_nak_storm_from_rxe_costs_one_window() {
         let mut env = Env {
             mem: &mut mem,
             srq: None,
+            xrc: None,
         };
         qp.handle_packet(now, &p, &meta, &mut env);
         sent_after += drain(&mut qp, &mut mem, now);
@@ -305,6 +316,7 @@ fn ack_timeout_probes_with_one_packet_then_doubles() {
     let mut env = Env {
         mem: &mut mem,
         srq: None,
+        xrc: None,
     };
     qp.handle_timeout(t1, &mut env);
     let probe = sent(&mut qp, &mut mem, t1);
@@ -382,6 +394,7 @@ fn rxe_rnr_nak_waits_then_resends_the_message() {
     let mut env = Env {
         mem: &mut mem,
         srq: None,
+        xrc: None,
     };
     qp.handle_timeout(deadline, &mut env);
     let resent = sent(&mut qp, &mut mem, deadline);
@@ -409,6 +422,7 @@ fn rxe_ud_send_lands_behind_its_ipv4_header() {
         qp_type: QpType::Ud,
         pd: 1,
         srq: None,
+        xrcd: None,
         sq_sig_all: false,
         max_send_wr: 16,
         max_recv_wr: 16,
@@ -459,6 +473,7 @@ fn rxe_ud_send_lands_behind_its_ipv4_header() {
     let mut env = Env {
         mem: &mut mem,
         srq: None,
+        xrc: None,
     };
     qp.handle_packet(Instant::now(), &p, &meta, &mut env);
     let c = qp.poll_completion().expect("receive completion");
@@ -481,6 +496,7 @@ fn responder(qpn: u32, psn: u32) -> (Qp, BufferMemory, u32) {
         qp_type: QpType::Rc,
         pd: 1,
         srq: None,
+        xrcd: None,
         sq_sig_all: false,
         max_send_wr: 16,
         max_recv_wr: 16,
@@ -510,7 +526,11 @@ fn responder(qpn: u32, psn: u32) -> (Qp, BufferMemory, u32) {
 /// The responder's answers now: (PSN, AETH kind).
 fn answers(qp: &mut Qp, mem: &mut BufferMemory) -> Vec<(u32, Option<AethKind>)> {
     let mut buf = vec![0u8; MAX_PACKET];
-    let mut env = Env { mem, srq: None };
+    let mut env = Env {
+        mem,
+        srq: None,
+        xrc: None,
+    };
     let mut out = Vec::new();
     while let Some(t) = qp.poll_transmit(Instant::now(), &mut env, &mut buf) {
         let p = Packet::parse(&buf[..t.len]).unwrap();

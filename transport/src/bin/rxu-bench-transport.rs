@@ -306,6 +306,7 @@ fn rc_write(o: &Opts, region: usize) -> Result<f64, String> {
         send_cq: 1,
         recv_cq: 2,
         srq: None,
+        xrcd: None,
         sq_sig_all: false,
         max_send_wr: 4096,
         max_recv_wr: 4096,
@@ -403,6 +404,7 @@ fn rc_write(o: &Opts, region: usize) -> Result<f64, String> {
                     lkey,
                 }]),
                 ud: None,
+                xrc_srqn: None,
             };
             e.post_send(qpn, wqe).map_err(|e| e.to_string())?;
             posted += 1;

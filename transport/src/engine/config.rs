@@ -213,6 +213,8 @@ pub struct QpSpec {
     pub send_cq: u32,
     pub recv_cq: u32,
     pub srq: Option<u32>,
+    /// XRC_RECV: its XRC domain (whose XRC SRQs its requests may name).
+    pub xrcd: Option<u32>,
     pub sq_sig_all: bool,
     pub max_send_wr: u32,
     pub max_recv_wr: u32,

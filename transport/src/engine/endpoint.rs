@@ -26,8 +26,8 @@ use super::config::{EngineCounters, EngineError, QpSpec};
 use super::gsi::{Gsi, GsiDatagram, GsiSend, GSI_QPN};
 use super::mcast::{self, Groups, MCAST_QPN};
 use crate::qp::{
-    Completion, CqSide, Env, Memory, Qp, QpAttr, QpConfig, QpEvent, QpTuning, RecvSource, RecvWqe,
-    RxMeta, SendWqe, Transmit,
+    Completion, CqSide, Env, Memory, Qp, QpAttr, QpConfig, QpEvent, QpTuning, QpType, RecvSource,
+    RecvWqe, RxMeta, SendWqe, Transmit, XrcTarget,
 };
 use crate::wire::icrc::{self, ReceivedIcrc};
 use crate::wire::Packet;
@@ -87,6 +87,19 @@ pub trait TransmitSink {
 struct Srq {
     q: VecDeque<RecvWqe>,
     max: usize,
+    /// An XRC SRQ: XRC target QPs of its domain deliver into it.
+    xrc: Option<XrcSrq>,
+}
+
+/// What makes an SRQ an XRC SRQ (`ibv_create_srq_ex` with IBV_SRQT_XRC).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XrcSrq {
+    /// The XRC domain: only target QPs of the same one reach it.
+    pub xrcd: u32,
+    /// Its completion queue (the target QPs have none).
+    pub cq: u32,
+    /// Its PD: receive buffers and the rkeys of RDMA/atomics through it.
+    pub pd: u32,
 }
 
 impl RecvSource for Srq {
@@ -121,7 +134,39 @@ fn qp_env<'a, M: Memory>(
     let srq = srq
         .and_then(|id| srqs.get_mut(&id))
         .map(|s| s as &mut dyn RecvSource);
-    Env { mem, srq }
+    Env {
+        mem,
+        srq,
+        xrc: None,
+    }
+}
+
+/// The environment of an XRC target QP of domain `xrcd` for a request
+/// naming XRC SRQ `srqn`: that SRQ if it is an XRC SRQ of the domain,
+/// else none (the responder answers "invalid request").
+fn xrc_env<'a, M: Memory>(
+    mem: &'a mut M,
+    srqs: &'a mut HashMap<u32, Srq>,
+    xrcd: Option<u32>,
+    srqn: Option<u32>,
+) -> Env<'a> {
+    let hit = srqn.zip(xrcd).and_then(|(n, d)| {
+        let s = srqs.get_mut(&n)?;
+        let x = s.xrc.filter(|x| x.xrcd == d)?;
+        Some((s, XrcTarget { srqn: n, pd: x.pd }))
+    });
+    match hit {
+        Some((s, t)) => Env {
+            mem,
+            srq: Some(s as &mut dyn RecvSource),
+            xrc: Some(t),
+        },
+        None => Env {
+            mem,
+            srq: None,
+            xrc: None,
+        },
+    }
 }
 
 /// Largest QPN + 1.
@@ -274,6 +319,7 @@ impl<M: Memory> Endpoint<M> {
             qp_type: spec.qp_type,
             pd: spec.pd,
             srq: spec.srq,
+            xrcd: spec.xrcd,
             sq_sig_all: spec.sq_sig_all,
             max_send_wr: spec.max_send_wr,
             max_recv_wr: spec.max_recv_wr,
@@ -387,20 +433,32 @@ impl<M: Memory> Endpoint<M> {
 
     /// Creates an SRQ holding at most `max_wr` receive WQEs.
     pub fn create_srq(&mut self, max_wr: u32) -> u32 {
+        self.new_srq(max_wr, None)
+    }
+
+    /// Creates an XRC SRQ; its number is what XRC initiators put in
+    /// their XRCETH (`ibv_get_srq_num`), unique in the device and below
+    /// 2^24.
+    pub fn create_xrc_srq(&mut self, max_wr: u32, xrc: XrcSrq) -> u32 {
+        self.new_srq(max_wr, Some(xrc))
+    }
+
+    fn new_srq(&mut self, max_wr: u32, xrc: Option<XrcSrq>) -> u32 {
         let mut id = self.next_srq;
         // Bounded: fewer SRQs exist than u32 values.
         for _ in 0..=self.srqs.len() {
             if !self.srqs.contains_key(&id) && id != 0 {
                 break;
             }
-            id = id.wrapping_add(1);
+            id = id.wrapping_add(1) & 0xFF_FFFF;
         }
-        self.next_srq = id.wrapping_add(1);
+        self.next_srq = id.wrapping_add(1) & 0xFF_FFFF;
         self.srqs.insert(
             id,
             Srq {
                 q: VecDeque::new(),
                 max: max_wr as usize,
+                xrc,
             },
         );
         id
@@ -508,7 +566,12 @@ impl<M: Memory> Endpoint<M> {
         if !slot.src_pinned {
             slot.src = Some(dst);
         }
-        let mut env = qp_env(&mut self.mem, &mut self.srqs, slot.srq);
+        let cfg = slot.qp.config();
+        let mut env = if cfg.qp_type == QpType::XrcRecv {
+            xrc_env(&mut self.mem, &mut self.srqs, cfg.xrcd, pkt.hdr.xrceth)
+        } else {
+            qp_env(&mut self.mem, &mut self.srqs, slot.srq)
+        };
         slot.qp.handle_packet(now, &pkt, &rx, &mut env);
         self.after_activity(qpn, cqs);
     }
@@ -651,6 +714,11 @@ impl<M: Memory> Endpoint<M> {
             let cq = match c.side {
                 CqSide::Send => slot.send_cq,
                 CqSide::Recv => slot.recv_cq,
+                // An XRC SRQ destroyed meanwhile has no CQ to go to.
+                CqSide::Srq(n) => match self.srqs.get(&n).and_then(|s| s.xrc) {
+                    Some(x) => x.cq,
+                    None => continue,
+                },
             };
             cqs.post(cq, c);
         }
@@ -738,6 +806,7 @@ mod tests {
             send_cq: 7,
             recv_cq: 8,
             srq: None,
+            xrcd: None,
             sq_sig_all: false,
             max_send_wr: 16,
             max_recv_wr: 16,
@@ -817,6 +886,7 @@ mod tests {
             flags: send_flags::SIGNALED,
             payload: Payload::Sges(vec![sge(la)]),
             ud: None,
+            xrc_srqn: None,
         };
         a.post_send(qa, w, &mut ca).unwrap();
         assert!(a.has_transmit());
@@ -860,6 +930,7 @@ mod tests {
                 lkey: la,
             }]),
             ud: None,
+            xrc_srqn: None,
         };
         a.post_send(qa, w, &mut cqs).unwrap();
         let mut wa = wire(A);
@@ -906,6 +977,7 @@ mod tests {
             send_cq: 7,
             recv_cq: 8,
             srq: None,
+            xrcd: None,
             sq_sig_all: false,
             max_send_wr: 16,
             max_recv_wr: 16,
@@ -996,6 +1068,7 @@ mod tests {
                 qpn: MCAST_QPN,
                 qkey: QKEY,
             }),
+            xrc_srqn: None,
         };
         a.post_send(sender, w, &mut ca).unwrap();
         let mut wa = wire(A);

@@ -78,9 +78,11 @@ use crate::wire::icrc;
 
 pub use crate::qp::Transmit;
 pub use config::{EngineConfig, EngineCounters, EngineError, QpSpec, GRO_BATCH};
-pub use endpoint::{CqSink, Endpoint, RecvMeta, TransmitSink};
+pub use endpoint::{CqSink, Endpoint, RecvMeta, TransmitSink, XrcSrq};
 pub use fault::FaultConfig;
 pub use gsi::{GsiDatagram, GsiSend, GSI_QKEY, GSI_QPN};
 pub use mcast::MCAST_QPN;
 pub use run::{Engine, RunReport, MAX_WAKE_FDS};
 pub use udp::{TxBatch, UdpDriver};
+#[cfg(test)]
+mod xrc_tests;

@@ -19,7 +19,9 @@ use std::time::Instant;
 
 impl Qp {
     pub(crate) fn handle_response(&mut self, now: Instant, pkt: &Packet<'_>, env: &mut Env<'_>) {
-        if self.cfg.qp_type != QpType::Rc || !matches!(self.state, QpState::Rts | QpState::Sqd) {
+        if self.cfg.qp_type != QpType::Rc && self.cfg.qp_type != QpType::XrcSend
+            || !matches!(self.state, QpState::Rts | QpState::Sqd)
+        {
             self.counters.dropped_pkts += 1;
             return;
         }

@@ -56,6 +56,8 @@ pub struct QpConfig {
     pub pd: u32,
     /// Receive WQEs come from this SRQ instead of the QP's own RQ.
     pub srq: Option<u32>,
+    /// XRC_RECV: the XRC domain whose SRQs its requests may name.
+    pub xrcd: Option<u32>,
     /// Every send WQE generates a completion (`sq_sig_all`).
     pub sq_sig_all: bool,
     pub max_send_wr: u32,
@@ -124,10 +126,23 @@ pub trait RecvSource {
     fn pop(&mut self) -> Option<RecvWqe>;
 }
 
-/// What a QP may touch while it runs: memory, and the SRQ it is bound to.
+/// What a QP may touch while it runs: memory, and the SRQ it is bound to
+/// (for an XRC target: the SRQ the packet in hand names, if that is an
+/// XRC SRQ of the QP's domain, with `xrc` saying which and its PD).
 pub struct Env<'a> {
     pub mem: &'a mut dyn Memory,
     pub srq: Option<&'a mut dyn RecvSource>,
+    pub xrc: Option<XrcTarget>,
+}
+
+/// The XRC SRQ a request to an XRC target QP is for, as the endpoint
+/// resolved it from the XRCETH (only SRQs of the QP's XRC domain).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XrcTarget {
+    pub srqn: u32,
+    /// The SRQ's PD: receive buffers and the keys of RDMA and atomics to
+    /// the target are checked against it.
+    pub pd: u32,
 }
 
 /// Asynchronous events a QP raises (delivered to the owner's async fd).
@@ -233,7 +248,10 @@ pub struct Qp {
 impl Qp {
     pub fn new(cfg: QpConfig) -> Qp {
         let attr = Params::default();
-        let mut resp = Responder::default();
+        let mut resp = Responder {
+            pd: cfg.pd,
+            ..Responder::default()
+        };
         resp.res.resize(usize::from(attr.max_dest_rd_atomic));
         let sq = SendQueue {
             retries_left: attr.retry_cnt,
@@ -436,6 +454,9 @@ impl Qp {
         if self.cfg.srq.is_some() {
             return Err(QpError::InvalidWr("QP receives from an SRQ"));
         }
+        if self.cfg.qp_type.is_xrc() {
+            return Err(QpError::InvalidWr("XRC QPs have no receive queue"));
+        }
         match self.state {
             QpState::Reset => return Err(QpError::InvalidState(self.state)),
             QpState::Err => {
@@ -477,10 +498,15 @@ impl Qp {
             self.counters.dropped_pkts += 1;
             return;
         }
-        let service_ok = matches!(
-            (self.cfg.qp_type, op.service()),
-            (QpType::Rc, Service::Rc) | (QpType::Uc, Service::Uc) | (QpType::Ud, Service::Ud)
-        );
+        let service_ok = match (self.cfg.qp_type, op.service()) {
+            (QpType::Rc, Service::Rc) | (QpType::Uc, Service::Uc) | (QpType::Ud, Service::Ud) => {
+                true
+            }
+            // An XRC initiator takes only responses, a target only requests.
+            (QpType::XrcSend, Service::Xrc) => info.has(flags::RESPONSE),
+            (QpType::XrcRecv, Service::Xrc) => info.has(flags::REQUEST),
+            _ => false,
+        };
         // Connected QPs talk to one peer only (rxe's check_addr).
         if !service_ok || (self.cfg.qp_type != QpType::Ud && !self.is_peer(meta)) {
             self.counters.dropped_pkts += 1;
@@ -490,6 +516,16 @@ impl Qp {
             self.comm_est = true;
             self.events.push_back(QpEvent::CommEstablished);
         }
+        // XRC is RC plus an XRCETH: the requester, completer and
+        // responder see the RC opcode (the XRCETH stays in the headers).
+        let mut rc;
+        let pkt = if op.service() == Service::Xrc {
+            rc = *pkt;
+            rc.hdr.bth.opcode = op.on_service(Service::Rc);
+            &rc
+        } else {
+            pkt
+        };
         if info.has(flags::RESPONSE) {
             self.handle_response(now, pkt, env);
         } else {
@@ -615,8 +651,7 @@ impl Qp {
         let psn = self.sq.comp_psn;
         self.sq.set_psn(psn);
         if let Some(h) = self.resp.held.take() {
-            self.cq
-                .push_back(recv_completion(&h.wqe, WcStatus::WrFlushErr, qpn));
+            self.cq.push_back(h.completion(WcStatus::WrFlushErr, qpn));
         }
         for w in self.rq.drain(..) {
             self.cq
@@ -630,6 +665,18 @@ impl Qp {
         if self.cfg.srq.is_some() {
             self.events.push_back(QpEvent::LastWqeReached);
         }
+    }
+}
+
+impl super::resp_state::HeldRecv {
+    /// Its completion: to the QP's receive CQ, or for a receive taken
+    /// from an XRC SRQ to that SRQ's.
+    pub(crate) fn completion(&self, status: WcStatus, qpn: u32) -> Completion {
+        let mut c = recv_completion(&self.wqe, status, qpn);
+        if let Some(n) = self.xrc_srq {
+            c.side = CqSide::Srq(n);
+        }
+        c
     }
 }
 

@@ -19,7 +19,7 @@ use super::send_queue::SqEntry;
 use super::sgl;
 use super::types::*;
 use crate::verbs::WrKind;
-use crate::wire::{pad_for, AtomicEth, Deth, Feth, Headers, Opcode, Reth, ICRC_LEN};
+use crate::wire::{pad_for, AtomicEth, Deth, Feth, Headers, Opcode, Reth, Service, ICRC_LEN};
 use crate::Psn;
 use std::net::IpAddr;
 use std::time::Instant;
@@ -96,7 +96,7 @@ impl Qp {
         if e.kind == WrKind::LocalOp {
             return e.wqe.flags & send_flags::FENCE == 0 || self.sq.rd_outstanding == 0;
         }
-        if self.cfg.qp_type != QpType::Rc {
+        if !self.cfg.qp_type.is_reliable() {
             return true;
         }
         let sq = &self.sq;
@@ -144,7 +144,7 @@ impl Qp {
                 e.first_psn = psn;
                 e.npkts = SqEntry::packets_for(e.kind, e.len, pmtu);
                 e.rcvd_pkts = 0;
-                if self.cfg.qp_type == QpType::Rc && e.kind.is_rd_atomic() && !e.holds_rd {
+                if self.cfg.qp_type.is_reliable() && e.kind.is_rd_atomic() && !e.holds_rd {
                     e.holds_rd = true;
                     self.sq.rd_outstanding += 1;
                 }
@@ -172,7 +172,7 @@ impl Qp {
             self.sq.skip_done();
         }
         match self.cfg.qp_type {
-            QpType::Rc => {
+            QpType::Rc | QpType::XrcSend | QpType::XrcRecv => {
                 if psn.is_before(self.sq.sent_high) {
                     self.counters.retransmitted_pkts += 1;
                 } else {
@@ -318,7 +318,7 @@ impl Qp {
                         hdr.bth.dest_qpn = ud.qpn;
                         dst = ud.addr;
                     }
-                    QpType::Rc => {}
+                    QpType::Rc | QpType::XrcSend | QpType::XrcRecv => {}
                 }
                 hdr.bth.opcode = opc;
                 (n, end)
@@ -388,7 +388,13 @@ impl Qp {
             // The kind is derived from the op: no other pairs exist.
             _ => return Err(super::memory::MemError::InvalidKey),
         };
-        if qp_type == QpType::Rc {
+        if qp_type == QpType::XrcSend {
+            // XRC: RC's packet with the operation on the XRC service and
+            // the target SRQ in an XRCETH (checked at post time).
+            hdr.bth.opcode = hdr.bth.opcode.on_service(Service::Xrc);
+            hdr.xrceth = Some(e.wqe.xrc_srqn.unwrap_or(0) & 0xFF_FFFF);
+        }
+        if qp_type.is_reliable() {
             let fills_window = psn.next() == window_end;
             let ack_req = last || fills_window || self.sq.since_ack_req + 1 >= interval;
             hdr.bth.ack_req = ack_req;

@@ -15,6 +15,8 @@ use std::collections::VecDeque;
 #[derive(Debug)]
 pub(crate) struct HeldRecv {
     pub wqe: RecvWqe,
+    /// XRC: the SRQ it was taken from (its CQ gets the completion).
+    pub xrc_srq: Option<u32>,
     pub cap: u64,
     pub cur: SgCursor,
     pub written: u64,
@@ -25,6 +27,7 @@ impl HeldRecv {
         HeldRecv {
             cap: sgl::capacity(&wqe.sges),
             wqe,
+            xrc_srq: None,
             cur: SgCursor::default(),
             written: 0,
         }
@@ -64,6 +67,10 @@ pub(crate) struct Responder {
     pub out: VecDeque<RespOut>,
     /// UD: recently seen PSNs per source, to drop network duplicates.
     pub ud_seen: UdDedup,
+    /// The PD remote and receive memory is checked against for the packet
+    /// in hand: the QP's, or for an XRC target the PD of the XRC SRQ its
+    /// XRCETH names (a target QP has no PD of its own).
+    pub pd: u32,
 }
 
 impl Responder {
@@ -92,17 +99,20 @@ pub(crate) struct ReadStream {
     pub psn: Psn,
     pub va: u64,
     pub rkey: u32,
+    /// The PD the READ was checked against.
+    pub pd: u32,
     pub resid: u64,
     /// The first packet (FIRST or ONLY) is out.
     pub started: bool,
 }
 
 impl ReadStream {
-    pub(crate) fn new(psn: Psn, va: u64, rkey: u32, len: u64) -> ReadStream {
+    pub(crate) fn new(psn: Psn, va: u64, rkey: u32, pd: u32, len: u64) -> ReadStream {
         ReadStream {
             psn,
             va,
             rkey,
+            pd,
             resid: len,
             started: false,
         }

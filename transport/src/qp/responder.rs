@@ -19,7 +19,7 @@
 //! (which the owner's exit is about to do), never NAKed or completed.
 
 use super::memory::MemError;
-use super::queue_pair::{recv_completion, Env, Qp};
+use super::queue_pair::{Env, Qp};
 use super::resources::{ResKind, Resource};
 use super::resp_state::{HeldRecv, InMsg, ReadStream, RespOut, WriteCtx};
 use super::sgl;
@@ -91,9 +91,12 @@ impl Qp {
         env: &mut Env<'_>,
     ) {
         match self.cfg.qp_type {
-            QpType::Rc => self.rc_request(pkt, env),
+            QpType::Rc | QpType::XrcRecv => self.rc_request(pkt, env),
             QpType::Uc => self.uc_request(pkt, env),
             QpType::Ud => self.ud_request(pkt, meta, env),
+            // An initiator has no responder (handle_packet keeps requests
+            // away from it).
+            QpType::XrcSend => self.counters.dropped_pkts += 1,
         }
     }
 
@@ -112,12 +115,24 @@ impl Qp {
             }
             return;
         }
+        // An XRC target works in the PD of the SRQ the request names; a
+        // request naming no XRC SRQ of its domain is invalid (a duplicate
+        // of one is dropped).
+        let xrc_ok = self.select_xrc_srq(env);
         if d < 0 {
             self.counters.duplicate_request += 1;
-            self.rc_duplicate(pkt, info);
+            if xrc_ok {
+                self.rc_duplicate(pkt, info);
+            } else {
+                self.counters.dropped_pkts += 1;
+            }
             return;
         }
         self.resp.nak_sent = false;
+        if !xrc_ok {
+            self.rc_fail(psn, INVALID);
+            return;
+        }
         if let Err(f) = self.check_sequence(pkt, info) {
             self.rc_fail(psn, f);
             return;
@@ -145,6 +160,21 @@ impl Qp {
         }
     }
 
+    /// XRC target: takes the PD of the XRC SRQ the packet names (false
+    /// when it names none of the QP's domain). Other QPs: always true.
+    fn select_xrc_srq(&mut self, env: &Env<'_>) -> bool {
+        if self.cfg.qp_type != QpType::XrcRecv {
+            return true;
+        }
+        match env.xrc {
+            Some(x) => {
+                self.resp.pd = x.pd;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Fatal responder error: the receive WQE in use completes with the
     /// error, the QP goes to ERR, and the requester gets a NAK.
     fn rc_fail(&mut self, psn: Psn, f: Fail) {
@@ -156,8 +186,7 @@ impl Qp {
 
     fn fail_held(&mut self, status: WcStatus) {
         if let Some(h) = self.resp.held.take() {
-            self.cq
-                .push_back(recv_completion(&h.wqe, status, self.cfg.qpn));
+            self.cq.push_back(h.completion(status, self.cfg.qpn));
         }
     }
 
@@ -203,7 +232,7 @@ impl Qp {
             self.exec_send(pkt, info, env)
         } else if info.has(flags::WRITE) {
             self.exec_write(pkt, info, env)
-        } else if self.cfg.qp_type != QpType::Rc {
+        } else if !self.cfg.qp_type.is_reliable() {
             Step::Fail(INVALID)
         } else if self.resp.res.capacity() == 0 {
             // max_dest_rd_atomic 0: READ and atomics are not accepted.
@@ -234,13 +263,17 @@ impl Qp {
         if self.resp.held.is_some() {
             return true;
         }
-        let w = match self.cfg.srq {
-            Some(_) => env.srq.as_deref_mut().and_then(|s| s.pop()),
-            None => self.rq.pop_front(),
+        let from_srq = self.cfg.srq.is_some() || self.cfg.qp_type == QpType::XrcRecv;
+        let w = if from_srq {
+            env.srq.as_deref_mut().and_then(|s| s.pop())
+        } else {
+            self.rq.pop_front()
         };
         match w {
             Some(w) => {
-                self.resp.held = Some(HeldRecv::new(w));
+                let mut h = HeldRecv::new(w);
+                h.xrc_srq = env.xrc.map(|x| x.srqn);
+                self.resp.held = Some(h);
                 true
             }
             None => false,
@@ -268,7 +301,7 @@ impl Qp {
         if n > 0 {
             let r = sgl::scatter(
                 env.mem,
-                self.cfg.pd,
+                self.resp.pd,
                 &h.wqe.sges,
                 &mut h.cur,
                 h.written,
@@ -285,14 +318,18 @@ impl Qp {
             self.resp.in_msg = Some(InMsg::Send);
             return Step::Done;
         }
-        let mut c = recv_completion(&h.wqe, WcStatus::Success, self.cfg.qpn);
+        let mut c = h.completion(WcStatus::Success, self.cfg.qpn);
         c.byte_len = h.written as u32;
         if let Some(imm) = pkt.hdr.imm {
             c.wc_flags |= wc_flags::WITH_IMM;
             c.imm = imm;
         }
         if let Some(rkey) = pkt.hdr.ieth {
-            if env.mem.invalidate(self.cfg.pd, self.cfg.qpn, rkey).is_err() {
+            if env
+                .mem
+                .invalidate(self.resp.pd, self.cfg.qpn, rkey)
+                .is_err()
+            {
                 return Step::Fail(INVALID);
             }
             c.wc_flags |= wc_flags::WITH_INV;
@@ -322,7 +359,7 @@ impl Qp {
             // A zero-byte WRITE needs no valid address or key.
             if w.total > 0 {
                 if let Err(e) = env.mem.check_remote(
-                    self.cfg.pd,
+                    self.resp.pd,
                     self.cfg.qpn,
                     w.rkey,
                     w.va,
@@ -343,9 +380,9 @@ impl Qp {
         }
         if n > 0 {
             let va = w.va.wrapping_add(w.done);
-            if let Err(e) = env
-                .mem
-                .write_remote(self.cfg.pd, self.cfg.qpn, w.rkey, va, pkt.payload)
+            if let Err(e) =
+                env.mem
+                    .write_remote(self.resp.pd, self.cfg.qpn, w.rkey, va, pkt.payload)
             {
                 return mem_step(e);
             }
@@ -360,7 +397,7 @@ impl Qp {
         self.resp.bump_msn();
         if let Some(imm) = pkt.hdr.imm {
             if let Some(h) = self.resp.held.take() {
-                let mut c = recv_completion(&h.wqe, WcStatus::Success, self.cfg.qpn);
+                let mut c = h.completion(WcStatus::Success, self.cfg.qpn);
                 c.opcode = WcOpcode::RecvRdmaWithImm;
                 c.byte_len = w.total as u32;
                 c.wc_flags |= wc_flags::WITH_IMM;
@@ -381,7 +418,7 @@ impl Qp {
         let len = u64::from(reth.dma_len);
         if len > 0 {
             if let Err(e) = env.mem.check_remote(
-                self.cfg.pd,
+                self.resp.pd,
                 self.cfg.qpn,
                 reth.rkey,
                 reth.va,
@@ -405,9 +442,13 @@ impl Qp {
         });
         // C9-148: a READ counts as a message once accepted.
         self.resp.bump_msn();
-        self.resp
-            .out
-            .push_back(RespOut::Read(ReadStream::new(psn, reth.va, reth.rkey, len)));
+        self.resp.out.push_back(RespOut::Read(ReadStream::new(
+            psn,
+            reth.va,
+            reth.rkey,
+            self.resp.pd,
+            len,
+        )));
         self.resp.epsn = last.next();
         Step::Done
     }
@@ -429,7 +470,7 @@ impl Qp {
         };
         let orig = match env
             .mem
-            .atomic_remote(self.cfg.pd, self.cfg.qpn, a.rkey, a.va, op)
+            .atomic_remote(self.resp.pd, self.cfg.qpn, a.rkey, a.va, op)
         {
             Ok(v) => v,
             Err(e) => return mem_step(e),
@@ -463,7 +504,7 @@ impl Qp {
         };
         if let Err(e) = env
             .mem
-            .atomic_remote(self.cfg.pd, self.cfg.qpn, reth.rkey, reth.va, op)
+            .atomic_remote(self.resp.pd, self.cfg.qpn, reth.rkey, reth.va, op)
         {
             return mem_step(e);
         }
@@ -500,7 +541,7 @@ impl Qp {
         };
         match env
             .mem
-            .check_remote(self.cfg.pd, self.cfg.qpn, reth.rkey, reth.va, len, need)
+            .check_remote(self.resp.pd, self.cfg.qpn, reth.rkey, reth.va, len, need)
         {
             Ok(()) => {}
             // Selectivity "whole region": the address does not matter.
@@ -546,7 +587,13 @@ impl Qp {
                     self.counters.dropped_pkts += 1;
                     return;
                 }
-                RespOut::Read(ReadStream::new(psn, reth.va, rkey, u64::from(reth.dma_len)))
+                RespOut::Read(ReadStream::new(
+                    psn,
+                    reth.va,
+                    rkey,
+                    self.resp.pd,
+                    u64::from(reth.dma_len),
+                ))
             }
             (ResKind::Atomic { orig }, _) if info.has(flags::ATOMIC) && r.first_psn == psn => {
                 RespOut::AtomicAck { psn, orig }

@@ -7,7 +7,10 @@
 use super::memory::MemError;
 use super::queue_pair::{Env, Qp};
 use super::resp_state::RespOut;
-use crate::wire::{pad_for, Aeth, AethKind, AtomicAckEth, Headers, NakCode, Opcode, ICRC_LEN};
+use super::types::QpType;
+use crate::wire::{
+    pad_for, Aeth, AethKind, AtomicAckEth, Headers, NakCode, Opcode, Service, ICRC_LEN,
+};
 use crate::Psn;
 use std::net::IpAddr;
 
@@ -74,15 +77,13 @@ impl Qp {
                         hdr.aeth = Some(Aeth::ack(Aeth::CREDIT_INVALID, msn));
                     }
                     n = s.resid.min(pmtu) as usize;
+                    self.to_service(&mut hdr);
                     hdr.bth.pad = pad_for(n);
                     let hl = hdr.emit(buf).ok()?;
                     // The MR may have gone since the request was checked.
                     if n > 0 {
                         let dst = &mut buf[hl..hl + n];
-                        match env
-                            .mem
-                            .read_remote(self.cfg.pd, self.cfg.qpn, s.rkey, s.va, dst)
-                        {
+                        match env.mem.read_remote(s.pd, self.cfg.qpn, s.rkey, s.va, dst) {
                             Ok(()) => {}
                             Err(MemError::Gone) => {
                                 // The owner exited: fall silent, as its
@@ -108,11 +109,20 @@ impl Qp {
                     return Some((Self::finish(buf, hl, n), self.attr.dst()));
                 }
             }
+            self.to_service(&mut hdr);
             hdr.bth.pad = pad_for(n);
             let hl = hdr.emit(buf).ok()?;
             return Some((Self::finish(buf, hl, n), self.attr.dst()));
         }
         None
+    }
+
+    /// Responses are built with RC opcodes; an XRC target sends the same
+    /// operation on the XRC service (responses carry no XRCETH).
+    fn to_service(&self, hdr: &mut Headers) {
+        if self.cfg.qp_type == QpType::XrcRecv {
+            hdr.bth.opcode = hdr.bth.opcode.on_service(Service::Xrc);
+        }
     }
 
     /// Zeroes pad and ICRC after `n` payload bytes at `hl`; total length.

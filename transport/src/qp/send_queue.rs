@@ -45,10 +45,19 @@ pub(crate) fn validate(
             QpType::Rc => "opcode not supported on RC",
             QpType::Uc => "opcode not supported on UC",
             QpType::Ud => "opcode not supported on UD",
+            QpType::XrcSend => "opcode not supported on XRC_SEND",
+            QpType::XrcRecv => "an XRC_RECV QP has no send queue",
         }));
     }
     match qp_type {
-        QpType::Rc | QpType::Uc => {}
+        QpType::Rc | QpType::Uc | QpType::XrcRecv => {}
+        QpType::XrcSend => {
+            if wqe.xrc_srqn.is_none_or(|n| n > 0xFF_FFFF) {
+                return Err(QpError::InvalidWr(
+                    "XRC send without a 24-bit remote SRQ number",
+                ));
+            }
+        }
         QpType::Ud => {
             if wqe.ud.is_none() {
                 return Err(QpError::InvalidWr("UD send without a destination"));

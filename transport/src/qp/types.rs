@@ -125,6 +125,8 @@ pub struct SendWqe {
     pub payload: Payload,
     /// UD only.
     pub ud: Option<UdDest>,
+    /// XRC_SEND only: the remote XRC SRQ number (`qp_type.xrc.remote_srqn`).
+    pub xrc_srqn: Option<u32>,
 }
 
 /// A receive work request.
@@ -139,6 +141,9 @@ pub struct RecvWqe {
 pub enum CqSide {
     Send,
     Recv,
+    /// A receive taken from XRC SRQ n: it goes to that SRQ's CQ (an XRC
+    /// target QP has no CQ of its own).
+    Srq(u32),
 }
 
 /// A work completion.

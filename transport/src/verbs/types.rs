@@ -10,6 +10,12 @@ pub enum QpType {
     Rc = 2,
     Uc = 3,
     Ud = 4,
+    /// XRC initiator: an RC requester whose requests name a remote XRC
+    /// SRQ; no receive queue.
+    XrcSend = 9,
+    /// XRC target: an RC responder bound to an XRC domain, taking each
+    /// message's receive from the XRC SRQ its XRCETH names; no send queue.
+    XrcRecv = 10,
 }
 
 impl QpType {
@@ -19,17 +25,32 @@ impl QpType {
             2 => Some(QpType::Rc),
             3 => Some(QpType::Uc),
             4 => Some(QpType::Ud),
+            9 => Some(QpType::XrcSend),
+            10 => Some(QpType::XrcRecv),
             _ => None,
         }
     }
 
-    /// `RC`, `UC` or `UD`.
+    /// `RC`, `UC`, `UD`, `XRC_SEND` or `XRC_RECV`.
     pub const fn name(self) -> &'static str {
         match self {
             QpType::Rc => "RC",
             QpType::Uc => "UC",
             QpType::Ud => "UD",
+            QpType::XrcSend => "XRC_SEND",
+            QpType::XrcRecv => "XRC_RECV",
         }
+    }
+
+    /// Reliable connected service (RC, or either side of XRC): ACKs,
+    /// retransmission, READ and atomics.
+    pub const fn is_reliable(self) -> bool {
+        matches!(self, QpType::Rc | QpType::XrcSend | QpType::XrcRecv)
+    }
+
+    /// One of the two XRC types.
+    pub const fn is_xrc(self) -> bool {
+        matches!(self, QpType::XrcSend | QpType::XrcRecv)
     }
 }
 

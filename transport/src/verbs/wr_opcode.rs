@@ -25,12 +25,16 @@ impl QpTypes {
     pub const RC: QpTypes = QpTypes(1);
     pub const UC: QpTypes = QpTypes(1 << 1);
     pub const UD: QpTypes = QpTypes(1 << 2);
+    pub const XRC_SEND: QpTypes = QpTypes(1 << 3);
+    pub const XRC_RECV: QpTypes = QpTypes(1 << 4);
 
     const fn bit(t: QpType) -> u8 {
         match t {
             QpType::Rc => Self::RC.0,
             QpType::Uc => Self::UC.0,
             QpType::Ud => Self::UD.0,
+            QpType::XrcSend => Self::XRC_SEND.0,
+            QpType::XrcRecv => Self::XRC_RECV.0,
         }
     }
 
@@ -64,7 +68,13 @@ impl std::ops::BitOr for QpTypes {
 impl fmt::Debug for QpTypes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut l = f.debug_set();
-        for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
+        for t in [
+            QpType::Rc,
+            QpType::Uc,
+            QpType::Ud,
+            QpType::XrcSend,
+            QpType::XrcRecv,
+        ] {
             if self.contains(t) {
                 l.entry(&t);
             }
@@ -167,8 +177,13 @@ use WrKind::*;
 const NONE: QpTypes = QpTypes::NONE;
 const RC: QpTypes = QpTypes::RC;
 const RC_UC: QpTypes = QpTypes(QpTypes::RC.0 | QpTypes::UC.0);
-const ALL: QpTypes = QpTypes(QpTypes::RC.0 | QpTypes::UC.0 | QpTypes::UD.0);
 const UD: QpTypes = QpTypes::UD;
+// XRC's initiator takes what RC does, its requests naming a remote SRQ;
+// the target posts nothing.
+const XS: u8 = QpTypes::XRC_SEND.0;
+const RC_X: QpTypes = QpTypes(QpTypes::RC.0 | XS);
+const RC_UC_X: QpTypes = QpTypes(RC_UC.0 | XS);
+const ALL: QpTypes = QpTypes(RC_UC.0 | QpTypes::UD.0 | XS);
 
 macro_rules! wr_opcodes {
     ($( $konst:ident = $val:expr, $name:expr, $kind:expr, $wc:expr, $iba:expr, $rxu:expr, $flags:expr; )*) => {
@@ -191,16 +206,16 @@ macro_rules! wr_opcodes {
 use WcOpcode as Wc;
 
 wr_opcodes! {
-    RDMA_WRITE = 0, "IBV_WR_RDMA_WRITE", Write, Some(Wc::RdmaWrite), RC_UC, RC_UC, INLINE | REMOTE;
-    RDMA_WRITE_WITH_IMM = 1, "IBV_WR_RDMA_WRITE_WITH_IMM", Write, Some(Wc::RdmaWrite), RC_UC, RC_UC, INLINE | REMOTE | IMM;
+    RDMA_WRITE = 0, "IBV_WR_RDMA_WRITE", Write, Some(Wc::RdmaWrite), RC_UC_X, RC_UC_X, INLINE | REMOTE;
+    RDMA_WRITE_WITH_IMM = 1, "IBV_WR_RDMA_WRITE_WITH_IMM", Write, Some(Wc::RdmaWrite), RC_UC_X, RC_UC_X, INLINE | REMOTE | IMM;
     SEND = 2, "IBV_WR_SEND", Send, Some(Wc::Send), ALL, ALL, INLINE;
     SEND_WITH_IMM = 3, "IBV_WR_SEND_WITH_IMM", Send, Some(Wc::Send), ALL, ALL, INLINE | IMM;
-    RDMA_READ = 4, "IBV_WR_RDMA_READ", Read, Some(Wc::RdmaRead), RC, RC, REMOTE;
-    ATOMIC_CMP_AND_SWP = 5, "IBV_WR_ATOMIC_CMP_AND_SWP", Atomic, Some(Wc::CompSwap), RC, RC, REMOTE;
-    ATOMIC_FETCH_AND_ADD = 6, "IBV_WR_ATOMIC_FETCH_AND_ADD", Atomic, Some(Wc::FetchAdd), RC, RC, REMOTE;
-    LOCAL_INV = 7, "IBV_WR_LOCAL_INV", LocalOp, Some(Wc::LocalInv), RC_UC, RC_UC, 0;
+    RDMA_READ = 4, "IBV_WR_RDMA_READ", Read, Some(Wc::RdmaRead), RC_X, RC_X, REMOTE;
+    ATOMIC_CMP_AND_SWP = 5, "IBV_WR_ATOMIC_CMP_AND_SWP", Atomic, Some(Wc::CompSwap), RC_X, RC_X, REMOTE;
+    ATOMIC_FETCH_AND_ADD = 6, "IBV_WR_ATOMIC_FETCH_AND_ADD", Atomic, Some(Wc::FetchAdd), RC_X, RC_X, REMOTE;
+    LOCAL_INV = 7, "IBV_WR_LOCAL_INV", LocalOp, Some(Wc::LocalInv), RC_UC_X, RC_UC_X, 0;
     BIND_MW = 8, "IBV_WR_BIND_MW", LocalOp, Some(Wc::BindMw), RC_UC, RC_UC, 0;
-    SEND_WITH_INV = 9, "IBV_WR_SEND_WITH_INV", Send, Some(Wc::Send), RC, RC, INLINE | INV;
+    SEND_WITH_INV = 9, "IBV_WR_SEND_WITH_INV", Send, Some(Wc::Send), RC_X, RC_X, INLINE | INV;
     TSO = 10, "IBV_WR_TSO", Other, Some(Wc::Tso), UD, NONE, 0;
     DRIVER1 = 11, "IBV_WR_DRIVER1", Other, None, NONE, NONE, 0;
     FLUSH = 14, "IBV_WR_FLUSH", Flush, Some(Wc::Flush), RC, RC, REMOTE;
@@ -263,13 +278,22 @@ mod tests {
     use super::*;
     use crate::wire::opcode::{flags as pf, Service, ALL_OPCODES};
 
-    const TYPES: [QpType; 3] = [QpType::Rc, QpType::Uc, QpType::Ud];
+    const TYPES: [QpType; 5] = [
+        QpType::Rc,
+        QpType::Uc,
+        QpType::Ud,
+        QpType::XrcSend,
+        QpType::XrcRecv,
+    ];
 
-    fn service(t: QpType) -> Service {
+    /// The service a QP of type `t` sends requests on (None: it sends none).
+    fn service(t: QpType) -> Option<Service> {
         match t {
-            QpType::Rc => Service::Rc,
-            QpType::Uc => Service::Uc,
-            QpType::Ud => Service::Ud,
+            QpType::Rc => Some(Service::Rc),
+            QpType::Uc => Some(Service::Uc),
+            QpType::Ud => Some(Service::Ud),
+            QpType::XrcSend => Some(Service::Xrc),
+            QpType::XrcRecv => None,
         }
     }
 
@@ -332,7 +356,7 @@ mod tests {
                 let want = packet_flags(&i);
                 let has_packet = ALL_OPCODES.iter().any(|p| {
                     let pi = p.info().unwrap();
-                    p.service() == service(t)
+                    Some(p.service()) == service(t)
                         && pi.has(want)
                         && pi.has(pf::IMM) == i.has(IMM)
                         && pi.has(pf::IETH) == i.has(INV)
@@ -395,6 +419,8 @@ mod tests {
         assert_eq!(allowed(QpType::Rc), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 14, 15]);
         assert_eq!(allowed(QpType::Uc), [0, 1, 2, 3, 7, 8]);
         assert_eq!(allowed(QpType::Ud), [2, 3]);
+        assert_eq!(allowed(QpType::XrcSend), [0, 1, 2, 3, 4, 5, 6, 7, 9]);
+        assert!(allowed(QpType::XrcRecv).is_empty());
         assert!(!WrOpcode::SEND_WITH_INV.allowed_on(QpType::Uc));
     }
 

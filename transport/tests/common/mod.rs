@@ -118,6 +118,7 @@ pub fn spec(t: QpType) -> QpSpec {
         send_cq: SEND_CQ,
         recv_cq: RECV_CQ,
         srq: None,
+        xrcd: None,
         sq_sig_all: false,
         max_send_wr: 1024,
         max_recv_wr: 1024,

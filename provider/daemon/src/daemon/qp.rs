@@ -118,6 +118,7 @@ pub(super) fn create(
             send_cq: scq_id,
             recv_cq: rcq_id,
             srq: srq_id,
+            xrcd: None,
             sq_sig_all: r.sq_sig_all,
             max_send_wr: cap.max_send_wr,
             max_recv_wr: cap.max_recv_wr,

@@ -184,6 +184,7 @@ pub fn send_wqe(slot: &[u8], lim: &SqLimits) -> Result<SendWqe, BadWqe> {
                 | send_flags::INLINE),
         payload,
         ud,
+        xrc_srqn: None,
     })
 }
 

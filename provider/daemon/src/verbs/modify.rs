@@ -7,7 +7,10 @@
 //! (the IBA allows any state -> Error; the kernel's generic table does not
 //! list it). Alternate paths (ALT_PATH, PATH_MIG_STATE) are valid in the
 //! table but refused: rxu has no automatic path migration and does not
-//! report IBV_DEVICE_AUTO_PATH_MIG.
+//! report IBV_DEVICE_AUTO_PATH_MIG. XRC's initiator and target follow
+//! RC but for what their missing side would need (the kernel's XRC_INI /
+//! XRC_TGT columns): the initiator's INIT->RTR is UC's, the target's
+//! RTR->RTS takes only SQ_PSN and TIMEOUT.
 
 use transport::qp::{self as tqp, QpState};
 
@@ -81,10 +84,10 @@ fn type_name(t: QpType) -> &'static str {
 /// a QP type; `None` if the transition is not allowed.
 pub fn transition(t: QpType, cur: u8, next: u8) -> Option<(u32, u32)> {
     use QpType::*;
-    let rc = t == Rc;
+    let rc = t == Rc || t == XrcSend;
     let ud = t == Ud;
     let pick = |rc_v: u32, uc_v: u32, ud_v: u32| match t {
-        Rc => rc_v,
+        Rc | XrcSend | XrcRecv => rc_v,
         Uc => uc_v,
         Ud => ud_v,
     };
@@ -101,6 +104,10 @@ pub fn transition(t: QpType, cur: u8, next: u8) -> Option<(u32, u32)> {
             Some((req, 0))
         }
         (INIT, INIT) => Some((0, PKEY_INDEX | PORT | if ud { QKEY } else { ACCESS_FLAGS })),
+        (INIT, RTR) if t == XrcSend => Some((
+            AV | PATH_MTU | DEST_QPN | RQ_PSN,
+            ALT_PATH | ACCESS_FLAGS | PKEY_INDEX,
+        )),
         (INIT, RTR) => {
             let req = pick(
                 AV | PATH_MTU | DEST_QPN | RQ_PSN | MAX_DEST_RD_ATOMIC | MIN_RNR_TIMER,
@@ -114,6 +121,7 @@ pub fn transition(t: QpType, cur: u8, next: u8) -> Option<(u32, u32)> {
             };
             Some((req, opt))
         }
+        (RTR, RTS) if t == XrcRecv => Some((SQ_PSN | TIMEOUT, rts_opt)),
         (RTR, RTS) => {
             let req = if rc {
                 SQ_PSN | TIMEOUT | RETRY_CNT | RNR_RETRY | MAX_QP_RD_ATOMIC
@@ -123,7 +131,9 @@ pub fn transition(t: QpType, cur: u8, next: u8) -> Option<(u32, u32)> {
             Some((req, rts_opt))
         }
         (RTS, RTS) | (SQD, RTS) => Some((0, rts_opt)),
-        (SQE, RTS) if !rc => Some((0, pick(0, CUR_STATE | ACCESS_FLAGS, CUR_STATE | QKEY))),
+        (SQE, RTS) if !t.is_reliable() => {
+            Some((0, pick(0, CUR_STATE | ACCESS_FLAGS, CUR_STATE | QKEY)))
+        }
         (RTS, SQD) => Some((0, EN_SQD_ASYNC_NOTIFY)),
         (SQD, SQD) => Some((
             0,

@@ -374,6 +374,7 @@ fn posting_rules() {
         qp_type: QpType::Rc,
         pd: 1,
         srq: None,
+        xrcd: None,
         sq_sig_all: false,
         max_send_wr: 2,
         max_recv_wr: 1,

@@ -67,6 +67,7 @@ impl Side {
             Env {
                 mem: &mut self.mem,
                 srq,
+                xrc: None,
             },
         )
     }
@@ -219,6 +220,7 @@ fn side(s: &Setup, qpn: u32, addr: IpAddr, srq: bool) -> Side {
         qp_type: s.qp_type,
         pd: 7,
         srq: srq.then_some(1),
+        xrcd: None,
         sq_sig_all: s.sq_sig_all,
         max_send_wr: s.max_wr,
         max_recv_wr: s.max_wr,
@@ -514,6 +516,7 @@ pub fn wqe(wr_id: u64, op: SendOp, sges: Vec<Sge>) -> SendWqe {
         flags: send_flags::SIGNALED,
         payload: Payload::Sges(sges),
         ud: None,
+        xrc_srqn: None,
     }
 }
 

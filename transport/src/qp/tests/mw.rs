@@ -385,6 +385,7 @@ fn local_operations_are_refused_on_ud() {
         qp_type: QpType::Ud,
         pd: 1,
         srq: None,
+        xrcd: None,
         sq_sig_all: false,
         max_send_wr: 4,
         max_recv_wr: 4,

@@ -93,6 +93,9 @@ fn build(r: &Raw, base: Psn, dest_qpn: u32, real_key: u32) -> Vec<u8> {
             src_qpn: r.msn & 0xFF_FFFF,
         });
     }
+    if has(flags::XRCETH) {
+        h.xrceth = Some(key & 0xFF_FFFF);
+    }
     if has(flags::FETH) {
         h.feth = Some(Feth {
             plt: r.bits & 0xf,
@@ -354,6 +357,7 @@ fn packets_from_a_stranger_or_in_reset_are_dropped() {
         qp_type: QpType::Rc,
         pd: 7,
         srq: None,
+        xrcd: None,
         sq_sig_all: false,
         max_send_wr: 1,
         max_recv_wr: 1,
@@ -362,6 +366,7 @@ fn packets_from_a_stranger_or_in_reset_are_dropped() {
     let mut env = Env {
         mem: &mut mem,
         srq: None,
+        xrc: None,
     };
     fresh.handle_packet(h.now, &pkt, &meta, &mut env);
     assert_eq!(fresh.counters().dropped_pkts, 1);
