@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use super::{CqSink, Endpoint, QpSpec, RecvMeta, TransmitSink, XrcSrq};
+use super::{Endpoint, QpSpec, RecvMeta, TransmitSink, XrcSrq};
 use crate::qp::{
     access, send_flags, BufferMemory, Completion, Mtu, Payload, QpAttr, QpState, QpType, RecvWqe,
     SendOp, SendWqe, Sge, Transmit, WcOpcode, WcStatus,
