@@ -45,10 +45,9 @@ int main(int argc, char **argv)
 
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	CHECK(pd, "ibv_alloc_pd failed");
-	struct ibv_xrcd_init_attr xa = { .comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
-					 .fd = -1, .oflags = O_CREAT };
+	struct ibv_alloc_dm_attr dma = { .length = 64 };
 	errno = 0;
-	CHECK(!ibv_open_xrcd(ctx, &xa) && errno == EOPNOTSUPP, "ibv_open_xrcd: errno %d", errno);
+	CHECK(!ibv_alloc_dm(ctx, &dma) && errno == EOPNOTSUPP, "ibv_alloc_dm: errno %d", errno);
 	struct ibv_cq_init_attr_ex ca = { .cqe = 4, .wc_flags = IBV_WC_EX_WITH_CVLAN };
 	errno = 0;
 	CHECK(!ibv_create_cq_ex(ctx, &ca) && errno == EOPNOTSUPP, "cvlan CQ: errno %d", errno);

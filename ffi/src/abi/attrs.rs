@@ -268,6 +268,14 @@ pub struct IbvSrqInitAttr {
     pub attr: IbvSrqAttr,
 }
 
+/// `struct ibv_xrcd_init_attr` (12).
+#[repr(C)]
+pub struct IbvXrcdInitAttr {
+    pub comp_mask: u32,
+    pub fd: c_int,
+    pub oflags: c_int,
+}
+
 /// `struct ibv_srq_init_attr_ex` (64).
 #[repr(C)]
 pub struct IbvSrqInitAttrEx {

@@ -5,6 +5,7 @@
 /// `enum ibv_qp_init_attr_mask`.
 pub mod qp_init_attr_mask {
     pub const PD: u32 = 1;
+    pub const XRCD: u32 = 1 << 1;
     pub const CREATE_FLAGS: u32 = 1 << 2;
     pub const SEND_OPS_FLAGS: u32 = 1 << 6;
 }
@@ -68,7 +69,16 @@ pub mod values {
 pub mod srq_init {
     pub const TYPE: u32 = 1;
     pub const PD: u32 = 1 << 1;
+    pub const XRCD: u32 = 1 << 2;
+    pub const CQ: u32 = 1 << 3;
     pub const TYPE_BASIC: i32 = 0;
+    pub const TYPE_XRC: i32 = 1;
+}
+
+/// `enum ibv_xrcd_init_attr_mask`.
+pub mod xrcd_init {
+    pub const FD: u32 = 1;
+    pub const OFLAGS: u32 = 1 << 1;
 }
 
 /// `enum ibv_odp_general_caps` and `enum ibv_odp_transport_cap_bits`.

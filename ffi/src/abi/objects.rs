@@ -99,6 +99,20 @@ pub struct IbvSrq {
     pub events_completed: u32,
 }
 
+/// `struct ibv_xrcd` (8).
+#[repr(C)]
+pub struct IbvXrcd {
+    pub context: *mut IbvContext,
+}
+
+/// `struct verbs_xrcd` (16): what `ibv_open_xrcd` returns.
+#[repr(C)]
+pub struct VerbsXrcd {
+    pub xrcd: IbvXrcd,
+    pub comp_mask: u32,
+    pub handle: u32,
+}
+
 /// `struct verbs_srq` (160): every SRQ must be one.
 #[repr(C)]
 pub struct VerbsSrq {

@@ -16,10 +16,11 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::AtomicU32;
 use std::sync::Mutex;
 
-use rxu_client::{Ah, CompChannel, Cq, Mr, Mw, Pd, Qp, Srq};
+use rxu_client::{Ah, CompChannel, Cq, Mr, Mw, Pd, Qp, Srq, Xrcd};
 
 use crate::abi::{
-    IbvAh, IbvCq, IbvCqEx, IbvMw, IbvPd, IbvQp, IbvSrq, VerbsMr, VerbsQpArea, VerbsSrq,
+    IbvAh, IbvCq, IbvCqEx, IbvMw, IbvPd, IbvQp, IbvSrq, IbvXrcd, VerbsMr, VerbsQpArea, VerbsSrq,
+    VerbsXrcd,
 };
 use crate::events::Delivered;
 use crate::guard::OpResult;
@@ -137,6 +138,22 @@ pub unsafe fn rxu_qp<'a>(qp: *mut IbvQp) -> &'a RxuQp {
 pub unsafe fn client_qp<'a>(qp: *mut IbvQp) -> OpResult<&'a Qp> {
     // SAFETY: this function's contract is rxu_qp's.
     unsafe { rxu_qp(qp) }.qp.as_ref().ok_or(libc::EINVAL)
+}
+
+/// A `verbs_xrcd` with the client XRC domain behind it.
+#[repr(C)]
+pub struct RxuXrcd {
+    pub vx: VerbsXrcd,
+    /// Taken out while closing; put back if that fails.
+    pub xrcd: Option<Xrcd>,
+}
+
+/// # Safety
+/// `x` must be a live XRC domain made by this provider.
+pub unsafe fn rxu_xrcd<'a>(x: *mut IbvXrcd) -> &'a RxuXrcd {
+    // SAFETY: `x` is the ibv_xrcd of a live RxuXrcd (the contract), which
+    // is repr(C) and starts with it.
+    unsafe { &*x.cast::<RxuXrcd>() }
 }
 
 /// A `verbs_srq` with the client SRQ behind it.

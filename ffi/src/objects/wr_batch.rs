@@ -28,6 +28,8 @@ pub struct Pending {
     pub ud: Option<(usize, u32, u32)>,
     /// BIND_MW.
     pub bind: Option<MwBind>,
+    /// XRC_SEND: `ibv_wr_set_xrc_srqn`.
+    pub xrc_srqn: u32,
 }
 
 /// A batch being built.

@@ -31,6 +31,7 @@ pub mod qp_ex;
 pub mod query;
 pub mod srq;
 pub mod unsupported;
+pub mod xrcd;
 
 use crate::abi::VerbsContextOps;
 use crate::context::close;
@@ -50,7 +51,7 @@ pub static OPS: VerbsContextOps = VerbsContextOps {
     attach_counters_point_flow: Some(un::attach_counters_point_flow),
     attach_mcast: Some(qp::attach_mcast),
     bind_mw: Some(mw::bind_mw),
-    close_xrcd: Some(un::close_xrcd),
+    close_xrcd: Some(xrcd::close_xrcd),
     cq_event: Some(events::cq_event),
     create_ah: Some(ah::create_ah),
     create_counters: Some(un::create_counters),
@@ -80,7 +81,7 @@ pub static OPS: VerbsContextOps = VerbsContextOps {
     detach_mcast: Some(qp::detach_mcast),
     free_context: Some(close::free_context),
     free_dm: Some(un::free_dm),
-    get_srq_num: Some(un::get_srq_num),
+    get_srq_num: Some(srq::get_srq_num),
     import_dm: Some(un::import_dm),
     import_mr: Some(import::import_mr),
     import_pd: Some(import::import_pd),
@@ -91,7 +92,7 @@ pub static OPS: VerbsContextOps = VerbsContextOps {
     modify_srq: Some(srq::modify_srq),
     modify_wq: Some(un::modify_wq),
     open_qp: Some(un::open_qp),
-    open_xrcd: Some(un::open_xrcd),
+    open_xrcd: Some(xrcd::open_xrcd),
     poll_cq: Some(cq::poll_cq),
     post_recv: Some(post::post_recv),
     post_send: Some(post::post_send),

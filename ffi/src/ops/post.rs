@@ -86,6 +86,8 @@ unsafe fn send_wr<'a>(w: &'a IbvSendWr, ud_qp: bool) -> OpResult<SendWr<'a>> {
         s.sg_list = &[];
         s.send_flags &= !rxu_client::send_flags::INLINE;
     }
+    // Ignored but on XRC_SEND QPs (the daemon reads it only there).
+    s.xrc_srqn = w.remote_srqn;
     if ud_qp {
         let ah = w.ud_ah();
         if ah.is_null() {

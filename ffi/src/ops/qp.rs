@@ -5,7 +5,7 @@ use std::ffi::c_int;
 use std::mem::MaybeUninit;
 use std::sync::Mutex;
 
-use rxu_client::{qp_attr_mask as mask, Qp, QpInit};
+use rxu_client::{qp_attr_mask as mask, Qp, QpInit, QpType};
 
 use crate::abi::consts::{qp_init_attr_mask, send_ops};
 use crate::abi::{
@@ -20,6 +20,7 @@ use crate::objects::wr_batch::Builder;
 use crate::objects::{client_qp, domain_use, pd_of, rxu_cq, rxu_qp, rxu_srq, RxuQp};
 use crate::ops::convert::{cap_from_c, cap_to_c, qp_attr_from_c, qp_attr_to_c, qp_type_from_c};
 use crate::ops::qp_ex;
+use crate::ops::xrcd::xrcd_of;
 
 /// The send opcodes the `ibv_wr_*` interface offers on this library.
 fn supported_send_ops(st: &CtxState) -> u64 {
@@ -53,16 +54,33 @@ unsafe fn create(
     // SAFETY: ctx is ours (the contract), as state requires.
     let st = unsafe { state(ctx)? };
     let qp_type = qp_type_from_c(a.qp_type)
-        .inspect_err(|_| unsupported("QP types other than RC, UC and UD"))?;
-    if a.send_cq.is_null() || a.recv_cq.is_null() {
+        .inspect_err(|_| unsupported("QP types other than RC, UC, UD and XRC"))?;
+    if qp_type == QpType::XrcRecv {
+        // A target QP is made in an XRC domain (IBV_QP_INIT_ATTR_XRCD),
+        // never in a PD: libibverbs' EINVAL.
+        return Err(libc::EINVAL);
+    }
+    // An initiator has no receive side: its recv CQ, SRQ and receive caps
+    // are ignored (and the caps reported 0, as libibverbs does).
+    let xrc_send = qp_type == QpType::XrcSend;
+    if xrc_send {
+        a.cap.max_recv_wr = 0;
+        a.cap.max_recv_sge = 0;
+    }
+    let (recv_cq_c, srq_c) = if xrc_send {
+        (a.send_cq, std::ptr::null_mut())
+    } else {
+        (a.recv_cq, a.srq)
+    };
+    if a.send_cq.is_null() || recv_cq_c.is_null() {
         return Err(libc::EINVAL);
     }
     // SAFETY: CQs and the SRQ were made by this provider.
     let (send_cq, recv_cq, srq) = unsafe {
         (
             &rxu_cq(a.send_cq).cq,
-            &rxu_cq(a.recv_cq).cq,
-            (!a.srq.is_null()).then(|| &rxu_srq(a.srq).srq),
+            &rxu_cq(recv_cq_c).cq,
+            (!srq_c.is_null()).then(|| &rxu_srq(srq_c).srq),
         )
     };
     let mut slot: Box<MaybeUninit<RxuQp>> = Box::new_uninit();
@@ -87,8 +105,12 @@ unsafe fn create(
     b.qp_context = a.qp_context;
     b.pd = pd;
     b.send_cq = a.send_cq;
-    b.recv_cq = a.recv_cq;
-    b.srq = a.srq;
+    b.recv_cq = if xrc_send {
+        std::ptr::null_mut()
+    } else {
+        a.recv_cq
+    };
+    b.srq = srq_c;
     b.handle = qp.qpn();
     b.qp_num = qp.qpn();
     b.state = 0; // IBV_QPS_RESET
@@ -141,11 +163,16 @@ pub unsafe extern "C" fn create_qp_ex(
         // SAFETY: the caller's attributes.
         let a = unsafe { &mut *attr };
         let known = qp_init_attr_mask::PD
+            | qp_init_attr_mask::XRCD
             | qp_init_attr_mask::CREATE_FLAGS
             | qp_init_attr_mask::SEND_OPS_FLAGS;
         if a.comp_mask & !known != 0 {
-            unsupported("create_qp_ex with XRC, TSO, RSS or an indirection table");
+            unsupported("create_qp_ex with TSO, RSS or an indirection table");
             return Err(libc::EOPNOTSUPP);
+        }
+        if a.qp_type == QpType::XrcRecv as i32 {
+            // SAFETY: ctx ours, a the caller's (ops: whose pointers).
+            return unsafe { create_xrc_target(ctx, a) };
         }
         if a.comp_mask & qp_init_attr_mask::PD == 0 || a.pd.is_null() {
             return Err(libc::EINVAL);
@@ -172,6 +199,53 @@ pub unsafe extern "C" fn create_qp_ex(
         // layout of ibv_qp_init_attr (abi::layout).
         unsafe { create(ctx, a.pd, &mut *base, ops) }
     })
+}
+
+/// An XRC target QP: made in the domain `a.xrcd` (IBV_QP_INIT_ATTR_XRCD
+/// required; a PD, CQs and caps are ignored, as by libibverbs' command).
+///
+/// # Safety
+/// `ctx` ours; `a` the caller's attributes, its domain ours.
+unsafe fn create_xrc_target(ctx: *mut IbvContext, a: &mut IbvQpInitAttrEx) -> OpResult<*mut IbvQp> {
+    if a.comp_mask & qp_init_attr_mask::XRCD == 0 || a.xrcd.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: ctx is ours (the contract), as state requires.
+    let st = unsafe { state(ctx)? };
+    // SAFETY: a non-null domain the application passes is ours.
+    let x = unsafe { xrcd_of(a.xrcd)? };
+    let mut slot: Box<MaybeUninit<RxuQp>> = Box::new_uninit();
+    let addr = slot.as_mut_ptr();
+    let qp = Qp::create_xrc_target(x, addr as u64).map_err(client_err("create_qp"))?;
+    // SAFETY: VerbsQpArea is plain data for which all-zero is valid.
+    let mut area: VerbsQpArea = unsafe { std::mem::zeroed() };
+    let b = &mut area.qp_ex.qp_base;
+    b.context = ctx;
+    b.qp_context = a.qp_context;
+    b.handle = qp.qpn();
+    b.qp_num = qp.qpn();
+    b.state = 0; // IBV_QPS_RESET
+    b.qp_type = a.qp_type;
+    a.cap = cap_to_c(&qp.cap());
+    slot.write(RxuQp {
+        area: UnsafeCell::new(area),
+        qp: Some(qp),
+        sq_sig_all: false,
+        delivered: Delivered::default(),
+        builder: Mutex::new(Builder::default()),
+        domain: None,
+    });
+    let p = Box::into_raw(slot).cast::<RxuQp>();
+    // SAFETY: p is the fresh QP; its base lies at offset 0.
+    unsafe {
+        let base = (*p).area.get();
+        events::init_sync(
+            &raw mut (*base).qp_ex.qp_base.mutex,
+            &raw mut (*base).qp_ex.qp_base.cond,
+        );
+    }
+    st.live.add(p as usize, Kind::Qp);
+    Ok(p.cast())
 }
 
 pub unsafe extern "C" fn modify_qp(

@@ -94,6 +94,7 @@ unsafe fn begin(qpx: *mut IbvQpEx, opcode: Op, f: impl FnOnce(&mut Pending)) {
             inline: None,
             ud: None,
             bind: None,
+            xrc_srqn: 0,
         };
         f(&mut p);
         b.wrs.push(p);
@@ -180,6 +181,7 @@ fn post_batch(r: &RxuQp, b: &Builder) -> OpResult<()> {
             ud,
             flush: 0,
             bind: p.bind,
+            xrc_srqn: p.xrc_srqn,
         };
         g.push(&wr).map_err(|e| e.errno())?;
     }
@@ -368,9 +370,16 @@ unsafe extern "C" fn wr_send_tso(qpx: *mut IbvQpEx, _hdr: *mut c_void, _sz: u16,
     // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
     unsafe { refuse(qpx, "ibv_wr_send_tso") }
 }
-unsafe extern "C" fn wr_set_xrc_srqn(qpx: *mut IbvQpEx, _srqn: u32) {
+unsafe extern "C" fn wr_set_xrc_srqn(qpx: *mut IbvQpEx, srqn: u32) {
     // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
-    unsafe { refuse(qpx, "ibv_wr_set_xrc_srqn (XRC)") }
+    unsafe {
+        set(qpx, |b| {
+            if let Some(p) = b.last() {
+                p.xrc_srqn = srqn;
+            }
+            Ok(())
+        })
+    }
 }
 unsafe extern "C" fn wr_flush(
     qpx: *mut IbvQpEx,

@@ -1,20 +1,23 @@
-//! Shared receive queues (basic type only).
+//! Shared receive queues: basic and XRC (`ibv_create_srq_ex` with
+//! IBV_SRQT_XRC, `ibv_get_srq_num`).
 
 use std::cell::UnsafeCell;
 use std::ffi::c_int;
 use std::mem::MaybeUninit;
 
-use rxu_client::{srq_attr_mask, Srq};
+use rxu_client::{srq_attr_mask, Srq, SrqAttr};
 
 use crate::abi::consts::srq_init;
 use crate::abi::{
-    IbvContext, IbvPd, IbvSrq, IbvSrqAttr, IbvSrqInitAttr, IbvSrqInitAttrEx, VerbsSrq,
+    IbvContext, IbvCq, IbvPd, IbvSrq, IbvSrqAttr, IbvSrqInitAttr, IbvSrqInitAttrEx, IbvXrcd,
+    VerbsSrq,
 };
 use crate::context::state::state;
 use crate::events::{self, Delivered, Kind};
 use crate::guard::{self, client_err, OpResult};
 use crate::log::unsupported;
-use crate::objects::{domain_use, pd_of, rxu_srq, RxuSrq};
+use crate::objects::{domain_use, pd_of, rxu_cq, rxu_srq, RxuSrq};
+use crate::ops::xrcd::xrcd_of;
 
 /// # Safety
 /// `pd` ours and live; `attr` the caller's.
@@ -22,6 +25,7 @@ unsafe fn create(
     pd: *mut IbvPd,
     srq_context: *mut std::ffi::c_void,
     attr: &mut IbvSrqAttr,
+    xrc: Option<(*mut std::ffi::c_void, *mut IbvCq)>,
 ) -> OpResult<*mut IbvSrq> {
     // SAFETY: pd is a live PD of ours (the contract).
     let ctx: *mut IbvContext = unsafe { (*pd).context };
@@ -29,15 +33,32 @@ unsafe fn create(
     let st = unsafe { state(ctx)? };
     let mut slot: Box<MaybeUninit<RxuSrq>> = Box::new_uninit();
     let addr = slot.as_mut_ptr();
-    // SAFETY: pd is ours. The user_handle is the struct ibv_srq * that
-    // SRQ async events carry.
-    let srq = Srq::create(
-        unsafe { pd_of(pd) },
-        attr.max_wr,
-        attr.max_sge,
-        attr.srq_limit,
-        addr as u64,
-    )
+    // The user_handle is the struct ibv_srq * that SRQ async events carry.
+    let srq = match xrc {
+        None => Srq::create(
+            // SAFETY: pd is ours.
+            unsafe { pd_of(pd) },
+            attr.max_wr,
+            attr.max_sge,
+            attr.srq_limit,
+            addr as u64,
+        ),
+        // SAFETY: pd, the domain and the CQ are ours and live (checked
+        // non-null by create_srq_ex; ops: whose pointers).
+        Some((x, cq)) => unsafe {
+            Srq::create_xrc(
+                pd_of(pd),
+                xrcd_of(x)?,
+                &rxu_cq(cq).cq,
+                SrqAttr {
+                    max_wr: attr.max_wr,
+                    max_sge: attr.max_sge,
+                    srq_limit: attr.srq_limit,
+                },
+                addr as u64,
+            )
+        },
+    }
     .map_err(client_err("create_srq"))?;
     let granted = srq.attr();
     attr.max_wr = granted.max_wr;
@@ -49,6 +70,12 @@ unsafe fn create(
     v.srq.pd = pd;
     v.srq.handle = srq.handle();
     v.srq_type = srq_init::TYPE_BASIC;
+    if let (Some((x, cq)), Some(n)) = (xrc, srq.srq_num()) {
+        v.srq_type = srq_init::TYPE_XRC;
+        v.xrcd = x;
+        v.cq = cq;
+        v.srq_num = n;
+    }
     slot.write(RxuSrq {
         vsrq: UnsafeCell::new(v),
         srq,
@@ -70,7 +97,7 @@ unsafe fn create(
 pub unsafe extern "C" fn create_srq(pd: *mut IbvPd, init: *mut IbvSrqInitAttr) -> *mut IbvSrq {
     guard::ptr_op("create_srq", || {
         // SAFETY: pd ours, init the caller's.
-        unsafe { create(pd, (*init).srq_context, &mut (*init).attr) }
+        unsafe { create(pd, (*init).srq_context, &mut (*init).attr, None) }
     })
 }
 
@@ -81,9 +108,14 @@ pub unsafe extern "C" fn create_srq_ex(
     guard::ptr_op("create_srq_ex", || {
         // SAFETY: the caller's attributes.
         let a = unsafe { &mut *init };
-        let basic = a.comp_mask & srq_init::TYPE == 0 || a.srq_type == srq_init::TYPE_BASIC;
-        if a.comp_mask & !(srq_init::TYPE | srq_init::PD) != 0 || !basic {
-            unsupported("XRC and tag-matching SRQs");
+        let known = srq_init::TYPE | srq_init::PD | srq_init::XRCD | srq_init::CQ;
+        let ty = if a.comp_mask & srq_init::TYPE == 0 {
+            srq_init::TYPE_BASIC
+        } else {
+            a.srq_type
+        };
+        if a.comp_mask & !known != 0 || !matches!(ty, srq_init::TYPE_BASIC | srq_init::TYPE_XRC) {
+            unsupported("tag-matching SRQs");
             return Err(libc::EOPNOTSUPP);
         }
         if a.comp_mask & srq_init::PD == 0 || a.pd.is_null() {
@@ -93,9 +125,38 @@ pub unsafe extern "C" fn create_srq_ex(
         if unsafe { (*a.pd).context } != ctx {
             return Err(libc::EINVAL);
         }
+        let xrc = if ty == srq_init::TYPE_XRC {
+            // An XRC SRQ needs its domain and its CQ, both of this context.
+            let both = srq_init::XRCD | srq_init::CQ;
+            if a.comp_mask & both != both || a.xrcd.is_null() || a.cq.is_null() {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: non-null objects the application passes are ours.
+            if unsafe { (*a.cq).context != ctx || (*a.xrcd.cast::<IbvXrcd>()).context != ctx } {
+                return Err(libc::EINVAL);
+            }
+            Some((a.xrcd, a.cq))
+        } else {
+            None
+        };
         // SAFETY: a.pd is a PD of this context, which is ours (ops: whose pointers); a
         // is the caller's attributes.
-        unsafe { create(a.pd, a.srq_context, &mut a.attr) }
+        unsafe { create(a.pd, a.srq_context, &mut a.attr, xrc) }
+    })
+}
+
+/// `ibv_get_srq_num`: the number XRC initiators name an XRC SRQ by
+/// (EINVAL for a basic SRQ, which has none).
+pub unsafe extern "C" fn get_srq_num(srq: *mut IbvSrq, num: *mut u32) -> c_int {
+    guard::int_op("get_srq_num", || {
+        if num.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: srq ours (ops: whose pointers).
+        let n = unsafe { rxu_srq(srq) }.srq.srq_num().ok_or(libc::EINVAL)?;
+        // SAFETY: the caller's out-parameter, checked non-null.
+        unsafe { *num = n };
+        Ok(())
     })
 }
 

@@ -34,7 +34,6 @@ stubs! {
     ptr alloc_dm(Ctx, V);
     ptr alloc_td(Ctx, V);
     int attach_counters_point_flow(V, V, V);
-    int close_xrcd(V);
     ptr create_counters(Ctx, V);
     ptr create_flow(*mut IbvQp, V);
     ptr create_flow_action_esp(Ctx, V);
@@ -47,14 +46,12 @@ stubs! {
     int destroy_rwq_ind_table(V);
     int destroy_wq(V);
     int free_dm(V);
-    int get_srq_num(*mut IbvSrq, *mut u32);
     ptr import_dm(Ctx, u32);
     int modify_cq(V, V);
     int modify_flow_action_esp(V, V);
     int modify_qp_rate_limit(*mut IbvQp, V);
     int modify_wq(V, V);
     ptr open_qp(Ctx, V);
-    ptr open_xrcd(Ctx, V);
     int query_ece(*mut IbvQp, V);
     int read_counters(V, *mut u64, u32, u32);
     ptr reg_dm_mr(*mut IbvPd, V, u64, usize, u32);

@@ -39,6 +39,7 @@ mod srq;
 mod watch;
 mod wc;
 mod wr;
+mod xrcd;
 
 pub use ah::Ah;
 pub use channel::{CompChannel, CQ_EVENT_LEN};
@@ -56,6 +57,7 @@ pub use queue::{RqGuard, SqGuard};
 pub use srq::{srq_attr_mask, Srq, SrqAttr};
 pub use wc::Wc;
 pub use wr::{RecvWr, SendWr, Sge, UdDest};
+pub use xrcd::Xrcd;
 
 // What callers need alongside, from their home modules.
 pub use rxu_abi::proto::{AhAttr, DeviceAttr, PortAttr, QpAttr, QpCap, QpType};

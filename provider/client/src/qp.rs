@@ -12,6 +12,7 @@ use super::placement::{self, RingKind};
 use super::queue::{post_recvs, post_sends, RecvQueue, RqGuard, SendQueue, SqGuard, WorkQueues};
 use super::srq::Srq;
 use super::wr::{RecvWr, SendWr, SqLimits};
+use super::xrcd::Xrcd;
 use rxu_abi::proto::{QpAttr, QpCap, QpType, Request, Response};
 use transport::qp::QpState;
 use transport::verbs::qp_attr_mask as mask;
@@ -58,11 +59,12 @@ pub struct Qp {
     /// Shared with its CQs (completion accounting, flush on device loss).
     queues: Arc<WorkQueues>,
     live: bool,
-    // Held so the CQs, SRQ and PD outlive the QP in the daemon.
-    _send_cq: Cq,
-    _recv_cq: Cq,
+    // Held so the CQs, SRQ and PD outlive the QP in the daemon (an XRC
+    // target QP has none of them).
+    _send_cq: Option<Cq>,
+    _recv_cq: Option<Cq>,
     srq: Option<Srq>,
-    pd: Pd,
+    pd: Option<Pd>,
 }
 
 impl Qp {
@@ -114,10 +116,62 @@ impl Qp {
             state: AtomicU8::new(QpState::Reset as u8),
             queues,
             live: true,
-            _send_cq: init.send_cq.clone(),
-            _recv_cq: init.recv_cq.clone(),
+            _send_cq: Some(init.send_cq.clone()),
+            _recv_cq: Some(init.recv_cq.clone()),
             srq: init.srq.cloned(),
-            pd: pd.clone(),
+            pd: Some(pd.clone()),
+        })
+    }
+
+    /// `ibv_create_qp_ex` with IBV_QPT_XRC_RECV: a target QP of `xrcd`,
+    /// with no PD, CQ or queues of its own (its receives come from the XRC
+    /// SRQs its peers name, and complete on theirs).
+    pub fn create_xrc_target(xrcd: &Xrcd, user_handle: u64) -> Result<Qp> {
+        let ctx = xrcd.context();
+        ctx.doorbell()?;
+        let req = Request::CreateXrcTgtQp {
+            xrcd: xrcd.handle(),
+            user_handle,
+        };
+        let (resp, mut fds) = ctx.call(&req, &[])?;
+        let Response::Qp { qpn, cap, .. } = resp else {
+            return Err(unexpected("Qp", &resp));
+        };
+        // The daemon's one-slot SQ ring: nothing is posted to it (the WR
+        // table allows no opcode on this type), but every QP has one.
+        let sq = take_fd(&mut fds, "SQ ring")
+            .and_then(|fd| placement::attach(fd, None, RingKind::Sq))
+            .and_then(|ring| {
+                let lim = SqLimits {
+                    qp_type: QpType::XrcRecv,
+                    max_sge: 1,
+                    max_inline: 0,
+                };
+                SendQueue::new(ring.into_producer(), lim, 0)
+            });
+        let sq = match sq {
+            Ok(sq) => sq,
+            Err(e) => {
+                let _ = ctx.call_ok(&Request::DestroyQp { qp: qpn });
+                return Err(e);
+            }
+        };
+        Ok(Qp {
+            ctx: ctx.clone(),
+            qpn,
+            qp_type: QpType::XrcRecv,
+            user_handle,
+            cap,
+            state: AtomicU8::new(QpState::Reset as u8),
+            queues: Arc::new(WorkQueues {
+                sq: Mutex::new(sq),
+                rq: None,
+            }),
+            live: true,
+            _send_cq: None,
+            _recv_cq: None,
+            srq: None,
+            pd: None,
         })
     }
 
@@ -136,6 +190,8 @@ impl Qp {
         };
         let sq = SendQueue::new(sq_ring.into_producer(), lim, cap.max_send_wr)?;
         let rq = match init.srq {
+            // An XRC initiator has no receive side.
+            _ if init.qp_type == QpType::XrcSend => None,
             Some(_) => None,
             None => {
                 let ring = placement::attach(take_fd(fds, "RQ ring")?, rings, RingKind::Rq)?;
@@ -163,8 +219,9 @@ impl Qp {
     pub fn cap(&self) -> QpCap {
         self.cap
     }
-    pub fn pd(&self) -> &Pd {
-        &self.pd
+    /// Its PD (None for an XRC target QP).
+    pub fn pd(&self) -> Option<&Pd> {
+        self.pd.as_ref()
     }
     pub fn srq(&self) -> Option<&Srq> {
         self.srq.as_ref()
@@ -188,9 +245,13 @@ impl Qp {
             self.state.store(attr.qp_state, Ordering::Relaxed);
             if attr.qp_state == QpState::Reset as u8 {
                 self.queues.reset();
-                self._send_cq.clean(self.qpn)?;
-                if !self._recv_cq.same(&self._send_cq) {
-                    self._recv_cq.clean(self.qpn)?;
+                if let Some(s) = &self._send_cq {
+                    s.clean(self.qpn)?;
+                }
+                if let Some(r) = &self._recv_cq {
+                    if !self._send_cq.as_ref().is_some_and(|s| s.same(r)) {
+                        r.clean(self.qpn)?;
+                    }
                 }
             }
         }
@@ -255,6 +316,10 @@ impl Qp {
         if self.ctx.is_dead() {
             return Err(Error::DeviceFatal);
         }
+        // XRC QPs have a receive queue of no entries (mlx5's ENOMEM).
+        if self.qp_type.is_xrc() {
+            return Err(Error::QueueFull);
+        }
         let rq = self
             .queues
             .rq
@@ -285,8 +350,9 @@ impl Qp {
     fn destroy_inner(&mut self) -> Result<()> {
         self.ctx.call_ok(&Request::DestroyQp { qp: self.qpn })?;
         self.live = false;
-        self._send_cq.detach(self.qpn);
-        self._recv_cq.detach(self.qpn);
+        for cq in [&self._send_cq, &self._recv_cq].into_iter().flatten() {
+            cq.detach(self.qpn);
+        }
         Ok(())
     }
 
@@ -304,7 +370,8 @@ impl Drop for Qp {
         if self.live {
             let _ = self.destroy_inner();
         }
-        self._send_cq.detach(self.qpn);
-        self._recv_cq.detach(self.qpn);
+        for cq in [&self._send_cq, &self._recv_cq].into_iter().flatten() {
+            cq.detach(self.qpn);
+        }
     }
 }

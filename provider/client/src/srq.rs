@@ -4,11 +4,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::context::{take_fd, unexpected, Context};
+use super::cq::Cq;
 use super::error::{Error, PostError, Result};
 use super::pd::Pd;
 use super::placement::{self, RingKind};
 use super::queue::{post_recvs, RecvQueue, RqGuard};
 use super::wr::RecvWr;
+use super::xrcd::Xrcd;
 use rxu_abi::proto::{Request, Response};
 
 /// `ibv_srq_attr_mask` bits for [`Srq::modify`].
@@ -31,6 +33,8 @@ pub struct Srq {
 struct SrqInner {
     pd: Pd,
     handle: u32,
+    /// An XRC SRQ: the number initiators name it by.
+    srqn: Option<u32>,
     user_handle: u64,
     attr: SrqAttr,
     /// max_wr now (a resize changes it).
@@ -49,8 +53,6 @@ impl Srq {
         srq_limit: u32,
         user_handle: u64,
     ) -> Result<Srq> {
-        let ctx = pd.context();
-        ctx.doorbell()?;
         let req = Request::CreateSrq {
             pd: pd.handle(),
             max_wr,
@@ -58,15 +60,49 @@ impl Srq {
             srq_limit,
             user_handle,
         };
-        let (resp, mut fds) = ctx.call(&req, &[])?;
-        let Response::Srq {
-            srq,
-            max_wr,
-            max_sge,
-            srq_limit,
-        } = resp
-        else {
-            return Err(unexpected("Srq", &resp));
+        Self::make(pd, &req, user_handle)
+    }
+
+    /// `ibv_create_srq_ex` with IBV_SRQT_XRC: an SRQ of XRC domain `xrcd`
+    /// whose receives complete on `cq`; [`Srq::srq_num`] is its number.
+    pub fn create_xrc(
+        pd: &Pd,
+        xrcd: &Xrcd,
+        cq: &Cq,
+        attr: SrqAttr,
+        user_handle: u64,
+    ) -> Result<Srq> {
+        let req = Request::CreateXrcSrq {
+            pd: pd.handle(),
+            xrcd: xrcd.handle(),
+            cq: cq.handle(),
+            max_wr: attr.max_wr,
+            max_sge: attr.max_sge,
+            srq_limit: attr.srq_limit,
+            user_handle,
+        };
+        Self::make(pd, &req, user_handle)
+    }
+
+    fn make(pd: &Pd, req: &Request, user_handle: u64) -> Result<Srq> {
+        let ctx = pd.context();
+        ctx.doorbell()?;
+        let (resp, mut fds) = ctx.call(req, &[])?;
+        let (srq, srqn, max_wr, max_sge, srq_limit) = match resp {
+            Response::Srq {
+                srq,
+                max_wr,
+                max_sge,
+                srq_limit,
+            } => (srq, None, max_wr, max_sge, srq_limit),
+            Response::XrcSrq {
+                srq,
+                srqn,
+                max_wr,
+                max_sge,
+                srq_limit,
+            } => (srq, Some(srqn), max_wr, max_sge, srq_limit),
+            other => return Err(unexpected("Srq", &other)),
         };
         let attached = take_fd(&mut fds, "SRQ ring")
             .and_then(|fd| placement::attach(fd, pd.ring_alloc(), RingKind::Srq))
@@ -83,6 +119,7 @@ impl Srq {
             inner: Arc::new(SrqInner {
                 pd: pd.clone(),
                 handle: srq,
+                srqn,
                 user_handle,
                 attr: SrqAttr {
                     max_wr,
@@ -98,6 +135,11 @@ impl Srq {
 
     pub fn handle(&self) -> u32 {
         self.inner.handle
+    }
+
+    /// `ibv_get_srq_num`: the XRC SRQ number (None for a basic SRQ).
+    pub fn srq_num(&self) -> Option<u32> {
+        self.inner.srqn
     }
 
     pub fn user_handle(&self) -> u64 {

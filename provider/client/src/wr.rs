@@ -51,6 +51,8 @@ pub struct SendWr<'a> {
     pub flush: u32,
     /// BIND_MW: what to bind (`imm_data`, `rkey` and the rest unused).
     pub bind: Option<MwBind>,
+    /// XRC_SEND QPs: the remote XRC SRQ (`qp_type.xrc.remote_srqn`).
+    pub xrc_srqn: u32,
 }
 
 impl<'a> SendWr<'a> {
@@ -304,6 +306,7 @@ pub(crate) fn send_header(wr: &SendWr<'_>, inline_len: Option<usize>) -> [u8; SE
     h.set_compare_add(wr.compare_add);
     h.set_swap(wr.swap);
     h.set_flush(wr.flush);
+    h.set_xrc_srqn(wr.xrc_srqn);
     if let Some(b) = &wr.bind {
         // abi: the window's key in rkey, the new one in imm_data, the
         // length in compare_add.

@@ -216,6 +216,36 @@ pub enum Request {
         flags: u32,
         ranges: Vec<MrRange>,
     },
+    /// `ibv_open_xrcd`. fds: [0] the file that names a domain shared
+    /// between processes (by its inode), absent for a private domain;
+    /// `oflags`: O_CREAT (create if the file names none yet), O_EXCL
+    /// (fail if it does). Answered with `Response::Xrcd`.
+    OpenXrcd {
+        oflags: u32,
+    },
+    /// `ibv_close_xrcd`: EBUSY while this session's XRC SRQs or XRC
+    /// target QPs use it.
+    CloseXrcd {
+        xrcd: u32,
+    },
+    /// `ibv_create_srq_ex` with IBV_SRQT_XRC: an SRQ of XRC domain
+    /// `xrcd` completing on CQ `cq`. Answered with `Response::XrcSrq`.
+    CreateXrcSrq {
+        pd: u32,
+        xrcd: u32,
+        cq: u32,
+        max_wr: u32,
+        max_sge: u32,
+        srq_limit: u32,
+        user_handle: u64,
+    },
+    /// `ibv_create_qp_ex` with IBV_QPT_XRC_RECV: a target QP of domain
+    /// `xrcd` (no PD, CQ or queues). Answered with `Response::Qp`, whose
+    /// one fd is an SQ ring of one slot nothing is ever posted to.
+    CreateXrcTgtQp {
+        xrcd: u32,
+        user_handle: u64,
+    },
 }
 
 /// `len` bytes at the client's `addr`, through `lkey` (an `ibv_sge`).
@@ -381,6 +411,19 @@ pub enum Response {
     },
     /// To a `Cm` request.
     Cm(cm::CmResponse),
+    /// To OpenXrcd.
+    Xrcd {
+        xrcd: u32,
+    },
+    /// To CreateXrcSrq: as `Srq`, with `srqn`, the number XRC
+    /// initiators name it by (`ibv_get_srq_num`). fds: [0] the SRQ ring.
+    XrcSrq {
+        srq: u32,
+        srqn: u32,
+        max_wr: u32,
+        max_sge: u32,
+        srq_limit: u32,
+    },
     /// To ImportMr.
     ImportedMr {
         pd: u32,

@@ -21,7 +21,7 @@ use super::objects::Objects;
 use super::port::Port;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::Mr;
-use super::{admin, advise, cq, mr, mw, qp, share, srq, sys};
+use super::{admin, advise, cq, mr, mw, qp, share, srq, sys, xrc};
 
 impl Device {
     /// Handles one request of session `id` (which must exist). `fds` are
@@ -117,7 +117,10 @@ impl Device {
         }
         let takes_fds = matches!(
             req,
-            Request::CreateCq { channel: true, .. } | Request::BindCmdFd | Request::ImportContext
+            Request::CreateCq { channel: true, .. }
+                | Request::BindCmdFd
+                | Request::ImportContext
+                | Request::OpenXrcd { .. }
         );
         if !fds.is_empty() && !takes_fds {
             return refuse(libc::EINVAL, "unexpected file descriptors");
@@ -271,6 +274,32 @@ impl Device {
                 // A destroyed QP left its groups.
                 let _ = self.sync_groups();
                 r
+            }
+            Request::OpenXrcd { oflags } => xrc::open(o, id, oflags, fds),
+            Request::CloseXrcd { xrcd } => xrc::close(o, id, xrcd),
+            Request::CreateXrcSrq {
+                pd,
+                xrcd,
+                cq,
+                max_wr,
+                max_sge,
+                srq_limit,
+                user_handle,
+            } => srq::create_in(
+                o,
+                e,
+                id,
+                srq::SrqRequest {
+                    pd,
+                    max_wr,
+                    max_sge,
+                    srq_limit,
+                    user_handle,
+                },
+                Some((xrcd, cq)),
+            ),
+            Request::CreateXrcTgtQp { xrcd, user_handle } => {
+                xrc::create_tgt_qp(o, e, counters, port, id, (xrcd, user_handle))
             }
             Request::AttachMcast { qp, gid, lid: _ } => self.mcast(id, qp, gid, true),
             Request::DetachMcast { qp, gid, lid: _ } => self.mcast(id, qp, gid, false),

@@ -41,6 +41,8 @@ pub mod share;
 pub mod srq;
 pub mod sys;
 pub mod wqe;
+pub mod xrc;
+pub mod xrcd;
 
 #[cfg(test)]
 mod tests;

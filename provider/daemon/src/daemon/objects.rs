@@ -18,6 +18,7 @@ use super::counters::DaemonCounters;
 use super::reply::Refused;
 use super::session::{event, Cq, Qp, Session};
 use super::sys;
+use super::xrcd::Xrcds;
 use transport::engine::CqSink;
 use transport::qp::Completion;
 
@@ -41,6 +42,8 @@ pub struct Objects {
     next_pd: u32,
     next_cq: u32,
     next_mr: u32,
+    /// The XRC domains and who has them open.
+    pub(super) xrcds: Xrcds,
 }
 
 impl Objects {
@@ -56,6 +59,7 @@ impl Objects {
             next_pd: 1,
             next_cq: 1,
             next_mr: 1,
+            xrcds: Xrcds::default(),
         }
     }
 
@@ -97,6 +101,7 @@ impl Objects {
         for &qpn in s.qps.keys() {
             self.retire_qp(endpoint, counters, qpn);
         }
+        self.xrcds.release_session(id);
         Some(s)
     }
 

@@ -65,6 +65,14 @@ pub(super) fn create(
     let (max_wr, max_sge, max_inline, max_qp) =
         (a.max_qp_wr, a.max_sge, a.max_inline_data, a.max_qp as usize);
     let n = objects.count(|s| s.qps.len());
+    if r.qp_type == QpType::XrcRecv {
+        return invalid("an XRC_RECV QP is made with an XRC domain, not a PD");
+    }
+    // An XRC initiator has no receive side at all.
+    let no_rq = r.qp_type == QpType::XrcSend;
+    if no_rq && r.srq.is_some() {
+        return invalid("an XRC_SEND QP takes no SRQ");
+    }
     let s = objects.session_mut(id)?;
     if !s.may_use_pd(r.pd) {
         return invalid(format!("no PD {}", r.pd));
@@ -81,10 +89,11 @@ pub(super) fn create(
         },
     };
     let c = r.cap;
-    if c.max_send_wr > max_wr || (srq_id.is_none() && c.max_recv_wr > max_wr) {
+    let own_rq = srq_id.is_none() && !no_rq;
+    if c.max_send_wr > max_wr || (own_rq && c.max_recv_wr > max_wr) {
         return invalid(format!("work requests above max_qp_wr {max_wr}"));
     }
-    if c.max_send_sge > max_sge || (srq_id.is_none() && c.max_recv_sge > max_sge) {
+    if c.max_send_sge > max_sge || (own_rq && c.max_recv_sge > max_sge) {
         return invalid(format!("SGEs above max_sge {max_sge}"));
     }
     if c.max_inline_data > max_inline {
@@ -93,7 +102,7 @@ pub(super) fn create(
     if n >= max_qp {
         return refuse(libc::ENOMEM, "device QP limit reached");
     }
-    let cap = grant_caps(c, srq_id.is_some(), max_inline);
+    let cap = grant_caps(c, !own_rq, max_inline);
     let ring_err = |e| Refused {
         errno: libc::ENOMEM,
         msg: format!("QP ring: {e}"),
@@ -102,7 +111,7 @@ pub(super) fn create(
     let sq_slots = cap.max_send_wr.saturating_add(1).next_power_of_two();
     let (sq_ring, sq_fd) = Ring::create("rxu-sq", sq_slot, sq_slots).map_err(ring_err)?;
     let mut fds = vec![sq_fd];
-    let (rq, rq_slot) = if srq_id.is_none() {
+    let (rq, rq_slot) = if own_rq {
         let slot = abi::recv_slot_size(cap.max_recv_sge);
         let slots = cap.max_recv_wr.saturating_add(1).next_power_of_two();
         let (ring, fd) = Ring::create("rxu-rq", slot, slots).map_err(ring_err)?;
@@ -155,6 +164,7 @@ pub(super) fn create(
             rq,
             attr,
             broken: false,
+            xrcd: None,
         },
     )?;
     Ok(Reply::with_fds(

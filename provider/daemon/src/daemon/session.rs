@@ -65,6 +65,17 @@ pub struct Srq {
     pub ring: Consumer,
     /// The ring's indices were corrupt: no longer read.
     pub broken: bool,
+    /// An XRC SRQ: its domain and its CQ (handle).
+    pub xrc: Option<SrqXrc>,
+}
+
+/// What an XRC SRQ has besides what every SRQ has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SrqXrc {
+    pub xrcd: u32,
+    pub cq: u32,
+    /// The number XRC initiators name it by (the endpoint's SRQ id).
+    pub srqn: u32,
 }
 
 pub struct Qp {
@@ -85,6 +96,8 @@ pub struct Qp {
     /// A ring index was corrupt: the QP went to ERR and its rings are no
     /// longer read (until a reset).
     pub broken: bool,
+    /// An XRC target QP: its domain.
+    pub xrcd: Option<u32>,
 }
 
 pub struct Session {
@@ -166,6 +179,18 @@ impl Session {
         self.qps
             .values()
             .any(|q| q.send_cq == cq || q.recv_cq == cq)
+            || self
+                .srqs
+                .values()
+                .any(|s| s.xrc.is_some_and(|x| x.cq == cq))
+    }
+
+    /// Whether XRC SRQs or target QPs of this session are in domain `x`.
+    pub fn xrcd_in_use(&self, x: u32) -> bool {
+        self.srqs
+            .values()
+            .any(|s| s.xrc.is_some_and(|s| s.xrcd == x))
+            || self.qps.values().any(|q| q.xrcd == Some(x))
     }
 
     pub fn srq_in_use(&self, srq: u32) -> bool {

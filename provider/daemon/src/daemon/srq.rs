@@ -4,7 +4,7 @@
 
 use std::os::fd::OwnedFd;
 
-use transport::engine::Endpoint;
+use transport::engine::{Endpoint, XrcSrq};
 
 use crate::mem::DeviceMemory;
 use rxu_abi::proto::abi;
@@ -13,7 +13,7 @@ use rxu_abi::ring::{Ring, RingError};
 
 use super::objects::Objects;
 use super::reply::{refuse, Handled, Refused, Reply};
-use super::session::Srq;
+use super::session::{Srq, SrqXrc};
 
 use transport::verbs::srq_attr_mask::{LIMIT as SRQ_LIMIT, MAX_WR as SRQ_MAX_WR};
 
@@ -39,6 +39,23 @@ pub(super) fn create(
     id: u32,
     r: SrqRequest,
 ) -> Handled {
+    create_in(objects, endpoint, id, r, None)
+}
+
+/// Creates a basic SRQ, or with `xrc` (domain, CQ handle) an XRC SRQ,
+/// answered with `XrcSrq` and its number.
+pub(super) fn create_in(
+    objects: &mut Objects,
+    endpoint: &mut Endpoint<DeviceMemory>,
+    id: u32,
+    r: SrqRequest,
+    xrc: Option<(u32, u32)>,
+) -> Handled {
+    if let Some((x, _)) = xrc {
+        if !objects.xrcds.is_open(id, x) {
+            return refuse(libc::EINVAL, format!("no XRC domain {x}"));
+        }
+    }
     let SrqRequest {
         pd,
         max_wr,
@@ -68,12 +85,23 @@ pub(super) fn create(
     if n >= lim_srq {
         return refuse(libc::ENOMEM, "device SRQ limit reached");
     }
+    // An XRC SRQ's completions go to its CQ (the endpoint's CQ id).
+    let xrc_cq = match xrc {
+        None => None,
+        Some((_, h)) => match s.cqs.get(&h) {
+            Some(cq) => Some(cq.id),
+            None => return refuse(libc::EINVAL, format!("no CQ {h}")),
+        },
+    };
     let (ring, fd) = Ring::create("rxu-srq", abi::recv_slot_size(max_sge), srq_slots(max_wr))
         .map_err(|e| Refused {
             errno: libc::ENOMEM,
             msg: format!("SRQ ring: {e}"),
         })?;
-    let srq_id = endpoint.create_srq(max_wr);
+    let srq_id = match (xrc, xrc_cq) {
+        (Some((xrcd, _)), Some(cq)) => endpoint.create_xrc_srq(max_wr, XrcSrq { xrcd, cq, pd }),
+        _ => endpoint.create_srq(max_wr),
+    };
     let h = s.new_handle();
     s.srqs.insert(
         h,
@@ -86,17 +114,30 @@ pub(super) fn create(
             user_handle,
             ring: ring.into_consumer(),
             broken: false,
+            xrc: xrc.map(|(xrcd, cq)| SrqXrc {
+                xrcd,
+                cq,
+                srqn: srq_id,
+            }),
         },
     );
-    Ok(Reply::with_fds(
+    let resp = if xrc.is_some() {
+        Response::XrcSrq {
+            srq: h,
+            srqn: srq_id,
+            max_wr,
+            max_sge,
+            srq_limit,
+        }
+    } else {
         Response::Srq {
             srq: h,
             max_wr,
             max_sge,
             srq_limit,
-        },
-        vec![fd],
-    ))
+        }
+    };
+    Ok(Reply::with_fds(resp, vec![fd]))
 }
 
 /// `ibv_modify_srq`, with the kernel rxe's checks in its order (all

@@ -280,6 +280,19 @@ pub fn is_socket(fd: BorrowedFd<'_>) -> bool {
     r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK
 }
 
+/// The device and inode of the file `fd` is open on (what names a shared
+/// XRC domain).
+pub fn file_id(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
+    // SAFETY: stat is plain data; fstat fills it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is open for the duration of the call; st is valid.
+    let r = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((st.st_dev, st.st_ino))
+}
+
 /// Whether two of our fds are the same open file (one `open`, however
 /// many dups and SCM_RIGHTS copies): kcmp(KCMP_FILE) on ourselves, which
 /// needs no ptrace right. Several /dev/null opens look identical to

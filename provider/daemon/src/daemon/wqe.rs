@@ -184,7 +184,8 @@ pub fn send_wqe(slot: &[u8], lim: &SqLimits) -> Result<SendWqe, BadWqe> {
                 | send_flags::INLINE),
         payload,
         ud,
-        xrc_srqn: None,
+        // The transport checks it is a 24-bit number.
+        xrc_srqn: (lim.qp_type == QpType::XrcSend).then(|| s.xrc_srqn()),
     })
 }
 

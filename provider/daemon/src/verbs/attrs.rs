@@ -23,6 +23,8 @@ pub mod cap {
     pub const SRQ_RESIZE: u32 = 1 << 13;
     /// Memory windows (`ibv_alloc_mw`, type 1).
     pub const MEM_WINDOW: u32 = 1 << 17;
+    /// XRC: domains, XRC SRQs, XRC_SEND and XRC_RECV QPs.
+    pub const XRC: u32 = 1 << 20;
     /// Type 2B windows: bound to a QP by a BIND_MW work request.
     pub const MEM_WINDOW_TYPE_2B: u32 = 1 << 24;
 }
@@ -35,6 +37,7 @@ pub const DEVICE_CAP_FLAGS: u32 = cap::SYS_IMAGE_GUID
     | cap::RC_RNR_NAK_GEN
     | cap::SRQ_RESIZE
     | cap::MEM_WINDOW
+    | cap::XRC
     | cap::MEM_WINDOW_TYPE_2B;
 
 /// `enum ibv_port_state`.
@@ -181,7 +184,7 @@ mod tests {
         );
         assert_eq!(
             d.device_cap_flags,
-            (1 << 11) | (1 << 12) | (1 << 13) | (1 << 17) | (1 << 24)
+            (1 << 11) | (1 << 12) | (1 << 13) | (1 << 17) | (1 << 20) | (1 << 24)
         );
         assert_eq!(d.max_mw, 0x1_ffff);
         assert_eq!(d.max_ah, 32767);

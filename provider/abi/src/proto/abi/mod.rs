@@ -20,7 +20,7 @@
 //!  40 u64 compare_add     48 u64 swap        56 u32 ud remote qkey
 //!  60 u32 flush: type | level << 8            64 [16] ud dest GID
 //!  80 u32 ud flow label   84 u32 bind: region lkey   88 u32 bind: access
-//!  92..96 reserved
+//!  92..96 XRC remote SRQ number (XRC_SEND QPs)
 //!  (FLUSH has no local data: its length travels in compare_add; BIND_MW
 //!  carries the window's rkey in rkey, the new rkey in imm_data, the
 //!  address in remote_addr and the length in compare_add; LOCAL_INV the

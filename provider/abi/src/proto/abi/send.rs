@@ -42,6 +42,8 @@ pub mod send_field {
     pub const BIND_LKEY: Field = 84..88;
     /// BIND_MW: the window's access flags.
     pub const BIND_ACCESS: Field = 88..92;
+    /// XRC_SEND QPs: the remote XRC SRQ (`qp_type.xrc.remote_srqn`).
+    pub const XRC_SRQN: Field = 92..96;
     /// SGEs or inline data start here.
     pub const BODY: usize = super::super::SEND_HDR;
 }
@@ -131,6 +133,9 @@ impl<T: AsRef<[u8]>> SendSlot<T> {
     pub fn bind_access(&self) -> u32 {
         get_u32(self.b(), send_field::BIND_ACCESS)
     }
+    pub fn xrc_srqn(&self) -> u32 {
+        get_u32(self.b(), send_field::XRC_SRQN)
+    }
 
     /// The `num_sge` SGEs after the header.
     pub fn sges(&self) -> Sges<'_> {
@@ -206,6 +211,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> SendSlot<T> {
     }
     pub fn set_bind_access(&mut self, v: u32) {
         put(self.m(), send_field::BIND_ACCESS, &v.to_le_bytes());
+    }
+    pub fn set_xrc_srqn(&mut self, v: u32) {
+        put(self.m(), send_field::XRC_SRQN, &v.to_le_bytes());
     }
 
     /// Writes `sges` after the header and sets `num_sge` (and
