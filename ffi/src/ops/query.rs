@@ -89,6 +89,8 @@ pub unsafe extern "C" fn query_device_ex(
         a.odp_caps.rc_odp_caps = all;
         a.odp_caps.uc_odp_caps = odp::SEND | odp::RECV | odp::WRITE | odp::SRQ_RECV;
         a.odp_caps.ud_odp_caps = odp::SEND | odp::RECV | odp::SRQ_RECV;
+        // XRC reaches memory as RC does (its target through the SRQ's PD).
+        a.xrc_odp_caps = all;
         // Completion timestamps: 64-bit ns of the HCA clock (rxu_abi::clock).
         a.completion_timestamp_mask = u64::MAX;
         a.hca_core_clock = rxu_abi::clock::HCA_CLOCK_KHZ;
