@@ -13,7 +13,10 @@
  *   SRQ the WR names and complete on that SRQ's CQ with the target QP's
  *   number; RDMA WRITE and READ through the target use the SRQ's PD;
  *   the ibv_wr_* interface with ibv_wr_set_xrc_srqn; a SEND naming an
- *   SRQ of another domain completes IBV_WC_REM_INV_REQ_ERR.
+ *   SRQ of another domain completes IBV_WC_REM_INV_REQ_ERR;
+ * - ibv_open_qp from a second context (another connection to the
+ *   daemon, as another process): wrong type or domain EINVAL; the target
+ *   QP outlives its creator's destroy while the opener holds it.
  *
  * usage: xrc <ibdev> <gid index>; exit 0 when every check holds.
  */
@@ -82,11 +85,16 @@ static void to_rts(struct ibv_qp *qp, uint32_t dest, int tgt)
 	CHECK(!ibv_modify_qp(qp, &a, m), "to RTS (%s)", tgt ? "target" : "initiator");
 }
 
-static struct ibv_xrcd *open_xrcd(int fd, int oflags)
+static struct ibv_xrcd *open_xrcd_on(struct ibv_context *c, int fd, int oflags)
 {
 	struct ibv_xrcd_init_attr xa = { .comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
 					 .fd = fd, .oflags = oflags };
-	return ibv_open_xrcd(ctx, &xa);
+	return ibv_open_xrcd(c, &xa);
+}
+
+static struct ibv_xrcd *open_xrcd(int fd, int oflags)
+{
+	return open_xrcd_on(ctx, fd, oflags);
 }
 
 static struct ibv_srq *xrc_srq(struct ibv_pd *pd, struct ibv_xrcd *x, struct ibv_cq *cq)
@@ -266,6 +274,46 @@ int main(int argc, char **argv)
 	CHECK(wait_one(scq).status == IBV_WC_SUCCESS, "ibv_wr_send");
 	CHECK(wait_one(rcq).wr_id == 102, "ibv_wr_send received");
 
+	/*
+	 * ibv_open_qp from a second context (its own connection to the
+	 * daemon, as another process has): the target QP lives on after its
+	 * creator destroys it, for as long as the opener holds it.
+	 */
+	struct ibv_context *ctx2 = ibv_open_device(d);
+	CHECK(ctx2, "second context");
+	struct ibv_xrcd *xo = open_xrcd_on(ctx2, fd, 0);
+	struct ibv_xrcd *xp = open_xrcd_on(ctx2, -1, 0);
+	CHECK(xo && xp, "domains on the second context: errno %d", errno);
+	struct ibv_qp_open_attr oa = {
+		.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE,
+		.qp_num = ini->qp_num, .xrcd = xo, .qp_type = IBV_QPT_XRC_RECV,
+	};
+	errno = 0;
+	CHECK(!ibv_open_qp(ctx2, &oa) && errno == EINVAL, "ibv_open_qp of an initiator: errno %d", errno);
+	oa.qp_num = tgt->qp_num;
+	oa.xrcd = xp;
+	errno = 0;
+	CHECK(!ibv_open_qp(ctx2, &oa) && errno == EINVAL, "ibv_open_qp in another domain: errno %d", errno);
+	oa.xrcd = xo;
+	struct ibv_qp *opened = ibv_open_qp(ctx2, &oa);
+	CHECK(opened && opened->qp_num == tgt->qp_num && opened->qp_type == IBV_QPT_XRC_RECV,
+	      "ibv_open_qp: errno %d", errno);
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qia;
+	CHECK(!ibv_query_qp(opened, &qa, IBV_QP_STATE, &qia) && qa.qp_state == IBV_QPS_RTS,
+	      "the opened QP is not in RTS");
+	CHECK(!ibv_destroy_qp(tgt), "destroying the creator's handle");
+	tgt = NULL;
+	post_recv(srq, 103, buf + 4096, 1024, mr->lkey);
+	sw.opcode = IBV_WR_SEND;
+	ss.addr = (uintptr_t)buf;
+	ss.length = 9;
+	sw.qp_type.xrc.remote_srqn = srqn;
+	CHECK(!ibv_post_send(ini, &sw, &sbad), "post SEND after the creator let go");
+	CHECK(wait_one(scq).status == IBV_WC_SUCCESS, "SEND through the opened QP");
+	wc = wait_one(rcq);
+	CHECK(wc.wr_id == 103 && wc.qp_num == opened->qp_num, "received through the opened QP");
+
 	/* An SRQ of another domain: remote invalid request. */
 	post_recv(osrq, 200, buf + 4096, 1024, mr->lkey);
 	sw.opcode = IBV_WR_SEND;
@@ -279,10 +327,12 @@ int main(int argc, char **argv)
 	CHECK(ibv_poll_cq(ocq, 1, &none) == 0, "the other SRQ received");
 
 	/* Teardown, with EBUSY while the target QP and SRQ are in the domain. */
+	CHECK(ibv_close_xrcd(xo) == EBUSY, "closing a domain the opened QP is in");
+	CHECK(!ibv_destroy_qp(opened) && !ibv_close_xrcd(xo) && !ibv_close_xrcd(xp) &&
+	      !ibv_close_device(ctx2), "second context teardown");
 	CHECK(!ibv_close_xrcd(x2), "closing one of two opens of a busy domain");
-	CHECK(ibv_close_xrcd(x) == EBUSY, "closing a domain with a QP and an SRQ");
-	CHECK(!ibv_destroy_qp(ini) && !ibv_destroy_qp(tgt), "destroy QPs");
 	CHECK(ibv_close_xrcd(x) == EBUSY, "closing a domain with an SRQ");
+	CHECK(!ibv_destroy_qp(ini), "destroy QPs");
 	CHECK(ibv_destroy_cq(rcq) == EBUSY, "destroying the CQ of an XRC SRQ");
 	CHECK(!ibv_destroy_srq(srq) && !ibv_destroy_srq(osrq) && !ibv_destroy_srq(basic), "destroy SRQs");
 	CHECK(!ibv_close_xrcd(x) && !ibv_close_xrcd(other), "close domains");

@@ -268,6 +268,17 @@ pub struct IbvSrqInitAttr {
     pub attr: IbvSrqAttr,
 }
 
+/// `struct ibv_qp_open_attr` (32).
+#[repr(C)]
+pub struct IbvQpOpenAttr {
+    pub comp_mask: u32,
+    pub qp_num: u32,
+    pub xrcd: *mut c_void,
+    pub qp_context: *mut c_void,
+    /// `enum ibv_qp_type`.
+    pub qp_type: c_int,
+}
+
 /// `struct ibv_xrcd_init_attr` (12).
 #[repr(C)]
 pub struct IbvXrcdInitAttr {

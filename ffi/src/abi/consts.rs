@@ -75,6 +75,14 @@ pub mod srq_init {
     pub const TYPE_XRC: i32 = 1;
 }
 
+/// `enum ibv_qp_open_attr_mask`.
+pub mod qp_open_attr {
+    pub const NUM: u32 = 1;
+    pub const XRCD: u32 = 1 << 1;
+    pub const CONTEXT: u32 = 1 << 2;
+    pub const TYPE: u32 = 1 << 3;
+}
+
 /// `enum ibv_xrcd_init_attr_mask`.
 pub mod xrcd_init {
     pub const FD: u32 = 1;

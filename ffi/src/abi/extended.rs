@@ -94,3 +94,5 @@ pub struct VerbsQpArea {
 
 /// `verbs_qp.comp_mask` bit: `qp_ex` is valid (`ibv_qp_to_qp_ex`).
 pub const VERBS_QP_EX: u32 = 2;
+/// `verbs_qp.comp_mask` bit: `xrcd` (the pointer after `comp_mask`) is set.
+pub const VERBS_QP_XRCD: u32 = 1;

@@ -31,6 +31,7 @@ pub mod qp_ex;
 pub mod query;
 pub mod srq;
 pub mod unsupported;
+pub mod xrc_qp;
 pub mod xrcd;
 
 use crate::abi::VerbsContextOps;
@@ -91,7 +92,7 @@ pub static OPS: VerbsContextOps = VerbsContextOps {
     modify_qp_rate_limit: Some(un::modify_qp_rate_limit),
     modify_srq: Some(srq::modify_srq),
     modify_wq: Some(un::modify_wq),
-    open_qp: Some(un::open_qp),
+    open_qp: Some(xrc_qp::open_qp),
     open_xrcd: Some(xrcd::open_xrcd),
     poll_cq: Some(cq::poll_cq),
     post_recv: Some(post::post_recv),

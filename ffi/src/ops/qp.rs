@@ -19,8 +19,7 @@ use crate::log::unsupported;
 use crate::objects::wr_batch::Builder;
 use crate::objects::{client_qp, domain_use, pd_of, rxu_cq, rxu_qp, rxu_srq, RxuQp};
 use crate::ops::convert::{cap_from_c, cap_to_c, qp_attr_from_c, qp_attr_to_c, qp_type_from_c};
-use crate::ops::qp_ex;
-use crate::ops::xrcd::xrcd_of;
+use crate::ops::{qp_ex, xrc_qp};
 
 /// The send opcodes the `ibv_wr_*` interface offers on this library.
 fn supported_send_ops(st: &CtxState) -> u64 {
@@ -172,7 +171,7 @@ pub unsafe extern "C" fn create_qp_ex(
         }
         if a.qp_type == QpType::XrcRecv as i32 {
             // SAFETY: ctx ours, a the caller's (ops: whose pointers).
-            return unsafe { create_xrc_target(ctx, a) };
+            return unsafe { xrc_qp::create_xrc_target(ctx, a) };
         }
         if a.comp_mask & qp_init_attr_mask::PD == 0 || a.pd.is_null() {
             return Err(libc::EINVAL);
@@ -199,53 +198,6 @@ pub unsafe extern "C" fn create_qp_ex(
         // layout of ibv_qp_init_attr (abi::layout).
         unsafe { create(ctx, a.pd, &mut *base, ops) }
     })
-}
-
-/// An XRC target QP: made in the domain `a.xrcd` (IBV_QP_INIT_ATTR_XRCD
-/// required; a PD, CQs and caps are ignored, as by libibverbs' command).
-///
-/// # Safety
-/// `ctx` ours; `a` the caller's attributes, its domain ours.
-unsafe fn create_xrc_target(ctx: *mut IbvContext, a: &mut IbvQpInitAttrEx) -> OpResult<*mut IbvQp> {
-    if a.comp_mask & qp_init_attr_mask::XRCD == 0 || a.xrcd.is_null() {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: ctx is ours (the contract), as state requires.
-    let st = unsafe { state(ctx)? };
-    // SAFETY: a non-null domain the application passes is ours.
-    let x = unsafe { xrcd_of(a.xrcd)? };
-    let mut slot: Box<MaybeUninit<RxuQp>> = Box::new_uninit();
-    let addr = slot.as_mut_ptr();
-    let qp = Qp::create_xrc_target(x, addr as u64).map_err(client_err("create_qp"))?;
-    // SAFETY: VerbsQpArea is plain data for which all-zero is valid.
-    let mut area: VerbsQpArea = unsafe { std::mem::zeroed() };
-    let b = &mut area.qp_ex.qp_base;
-    b.context = ctx;
-    b.qp_context = a.qp_context;
-    b.handle = qp.qpn();
-    b.qp_num = qp.qpn();
-    b.state = 0; // IBV_QPS_RESET
-    b.qp_type = a.qp_type;
-    a.cap = cap_to_c(&qp.cap());
-    slot.write(RxuQp {
-        area: UnsafeCell::new(area),
-        qp: Some(qp),
-        sq_sig_all: false,
-        delivered: Delivered::default(),
-        builder: Mutex::new(Builder::default()),
-        domain: None,
-    });
-    let p = Box::into_raw(slot).cast::<RxuQp>();
-    // SAFETY: p is the fresh QP; its base lies at offset 0.
-    unsafe {
-        let base = (*p).area.get();
-        events::init_sync(
-            &raw mut (*base).qp_ex.qp_base.mutex,
-            &raw mut (*base).qp_ex.qp_base.cond,
-        );
-    }
-    st.live.add(p as usize, Kind::Qp);
-    Ok(p.cast())
 }
 
 pub unsafe extern "C" fn modify_qp(

@@ -51,7 +51,6 @@ stubs! {
     int modify_flow_action_esp(V, V);
     int modify_qp_rate_limit(*mut IbvQp, V);
     int modify_wq(V, V);
-    ptr open_qp(Ctx, V);
     int query_ece(*mut IbvQp, V);
     int read_counters(V, *mut u64, u32, u32);
     ptr reg_dm_mr(*mut IbvPd, V, u64, usize, u32);

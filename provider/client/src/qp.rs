@@ -127,13 +127,28 @@ impl Qp {
     /// with no PD, CQ or queues of its own (its receives come from the XRC
     /// SRQs its peers name, and complete on theirs).
     pub fn create_xrc_target(xrcd: &Xrcd, user_handle: u64) -> Result<Qp> {
-        let ctx = xrcd.context();
-        ctx.doorbell()?;
         let req = Request::CreateXrcTgtQp {
             xrcd: xrcd.handle(),
             user_handle,
         };
-        let (resp, mut fds) = ctx.call(&req, &[])?;
+        Self::xrc_target(xrcd, &req, user_handle)
+    }
+
+    /// `ibv_open_qp`: target QP `qpn` of `xrcd`, made by this or another
+    /// process; it lives while any process holds it.
+    pub fn open_xrc_target(xrcd: &Xrcd, qpn: u32, user_handle: u64) -> Result<Qp> {
+        let req = Request::OpenXrcTgtQp {
+            xrcd: xrcd.handle(),
+            qpn,
+            user_handle,
+        };
+        Self::xrc_target(xrcd, &req, user_handle)
+    }
+
+    fn xrc_target(xrcd: &Xrcd, req: &Request, user_handle: u64) -> Result<Qp> {
+        let ctx = xrcd.context();
+        ctx.doorbell()?;
+        let (resp, mut fds) = ctx.call(req, &[])?;
         let Response::Qp { qpn, cap, .. } = resp else {
             return Err(unexpected("Qp", &resp));
         };

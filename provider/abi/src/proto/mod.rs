@@ -246,6 +246,14 @@ pub enum Request {
         xrcd: u32,
         user_handle: u64,
     },
+    /// `ibv_open_qp`: XRC target QP `qpn` of domain `xrcd` (which this
+    /// session must have open), made by this or another process; it lives
+    /// while any session holds it. Answered as `CreateXrcTgtQp`.
+    OpenXrcTgtQp {
+        xrcd: u32,
+        qpn: u32,
+        user_handle: u64,
+    },
 }
 
 /// `len` bytes at the client's `addr`, through `lkey` (an `ibv_sge`).

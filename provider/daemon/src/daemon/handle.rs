@@ -301,6 +301,11 @@ impl Device {
             Request::CreateXrcTgtQp { xrcd, user_handle } => {
                 xrc::create_tgt_qp(o, e, counters, port, id, (xrcd, user_handle))
             }
+            Request::OpenXrcTgtQp {
+                xrcd,
+                qpn,
+                user_handle,
+            } => xrc::open_tgt_qp(o, id, (xrcd, qpn, user_handle)),
             Request::AttachMcast { qp, gid, lid: _ } => self.mcast(id, qp, gid, true),
             Request::DetachMcast { qp, gid, lid: _ } => self.mcast(id, qp, gid, false),
             Request::BindCmdFd => share::bind_cmd_fd(o, id, fds),

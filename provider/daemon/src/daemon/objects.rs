@@ -86,8 +86,9 @@ impl Objects {
     }
 
     /// Removes a session and retires its QPs (keeping their counters;
-    /// what they still complete has no CQ to go to); the caller releases
-    /// what else it held in the endpoint.
+    /// what they still complete has no CQ to go to) but XRC target QPs
+    /// another session still holds; the caller releases what else it held
+    /// in the endpoint.
     pub(super) fn disconnect(
         &mut self,
         endpoint: &mut Endpoint<DeviceMemory>,
@@ -99,7 +100,9 @@ impl Objects {
             self.cq_owner.remove(&cq.id);
         }
         for &qpn in s.qps.keys() {
-            self.retire_qp(endpoint, counters, qpn);
+            if !self.hand_on_qp(qpn) {
+                self.retire_qp(endpoint, counters, qpn);
+            }
         }
         self.xrcds.release_session(id);
         Some(s)
@@ -243,8 +246,36 @@ impl Objects {
         if self.session_mut(id)?.qps.remove(&qpn).is_none() {
             return Ok(false);
         }
-        self.retire_qp(endpoint, counters, qpn);
+        if !self.hand_on_qp(qpn) {
+            self.retire_qp(endpoint, counters, qpn);
+        }
         Ok(true)
+    }
+
+    /// An XRC target QP one session let go of lives on while another
+    /// session holds it (`ibv_open_qp`): that one becomes its owner (its
+    /// async events go there). False when no session holds it.
+    fn hand_on_qp(&mut self, qpn: u32) -> bool {
+        match self.sessions.values().find(|s| s.qps.contains_key(&qpn)) {
+            Some(s) => {
+                self.qp_owner.insert(qpn, s.id);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The XRC domain of target QP `qpn` (None: no such QP, or not one).
+    pub(super) fn tgt_qp_xrcd(&self, qpn: u32) -> Option<u32> {
+        let owner = self.qp_owner.get(&qpn)?;
+        self.sessions.get(owner)?.qps.get(&qpn)?.xrcd
+    }
+
+    /// Records that session `id` holds target QP `qpn` too (the QP
+    /// itself stays with its owner).
+    pub(super) fn share_qp(&mut self, id: u32, qp: Qp) -> Result<(), Refused> {
+        self.session_mut(id)?.qps.insert(qp.qpn, qp);
+        Ok(())
     }
 
     /// Destroys a QP in the endpoint, keeping its counters in the totals;

@@ -74,12 +74,7 @@ pub(super) fn create_tgt_qp(
     if objects.count(|s| s.qps.len()) >= objects.attr().max_qp as usize {
         return refuse(libc::ENOMEM, "device QP limit reached");
     }
-    let cap = QpCap::default();
-    let sq_slot = abi::send_slot_size(1, 0);
-    let (sq_ring, sq_fd) = Ring::create("rxu-sq", sq_slot, 2).map_err(|e| Refused {
-        errno: libc::ENOMEM,
-        msg: format!("QP ring: {e}"),
-    })?;
+    let (sq_ring, sq_fd) = one_slot_ring()?;
     let qpn = endpoint
         .create_qp(QpSpec {
             qp_type: QpType::XrcRecv,
@@ -102,38 +97,78 @@ pub(super) fn create_tgt_qp(
     };
     let _ = endpoint.set_qp_tuning(qpn, tuning, &mut DeviceCqs::new(objects, counters));
     let attr = QpAttr {
-        cap,
         port_num: 1,
         path_mtu: Mtu::M256 as u8,
         ..QpAttr::default()
     };
-    objects.add_qp(
-        id,
-        Qp {
-            qpn,
-            qp_type: QpType::XrcRecv,
-            // PD, CQ and SRQ handles are never 0: it has none.
-            pd: 0,
-            send_cq: 0,
-            recv_cq: 0,
-            srq: None,
-            cap,
-            sq_sig_all: false,
-            user_handle,
-            sq: sq_ring.into_consumer(),
-            rq: None,
-            attr,
-            broken: false,
-            xrcd: Some(xrcd),
-        },
-    )?;
-    Ok(Reply::with_fds(
+    objects.add_qp(id, target(qpn, xrcd, user_handle, sq_ring, attr))?;
+    Ok(target_reply(qpn, sq_fd))
+}
+
+/// `ibv_open_qp`: target QP `qpn` of `xrcd`, for this session too.
+pub(super) fn open_tgt_qp(
+    objects: &mut Objects,
+    id: u32,
+    (xrcd, qpn, user_handle): (u32, u32, u64),
+) -> Handled {
+    if !objects.xrcds.is_open(id, xrcd) {
+        return refuse(libc::EINVAL, format!("no XRC domain {xrcd}"));
+    }
+    if objects.tgt_qp_xrcd(qpn) != Some(xrcd) {
+        return refuse(
+            libc::EINVAL,
+            format!("no XRC target QP {qpn:#x} in domain {xrcd}"),
+        );
+    }
+    if objects.session_mut(id)?.qps.contains_key(&qpn) {
+        return refuse(libc::EINVAL, format!("QP {qpn:#x} is open here already"));
+    }
+    let attr = objects
+        .owner_of_qp_mut(qpn)
+        .and_then(|s| s.qps.get(&qpn))
+        .map(|q| q.attr)
+        .unwrap_or_default();
+    let (sq_ring, sq_fd) = one_slot_ring()?;
+    objects.share_qp(id, target(qpn, xrcd, user_handle, sq_ring, attr))?;
+    Ok(target_reply(qpn, sq_fd))
+}
+
+/// The SQ ring of a target QP: one slot nothing is posted to.
+fn one_slot_ring() -> Result<(Ring, OwnedFd), Refused> {
+    Ring::create("rxu-sq", abi::send_slot_size(1, 0), 2).map_err(|e| Refused {
+        errno: libc::ENOMEM,
+        msg: format!("QP ring: {e}"),
+    })
+}
+
+fn target(qpn: u32, xrcd: u32, user_handle: u64, sq: Ring, attr: QpAttr) -> Qp {
+    Qp {
+        qpn,
+        qp_type: QpType::XrcRecv,
+        // PD, CQ and SRQ handles are never 0: it has none.
+        pd: 0,
+        send_cq: 0,
+        recv_cq: 0,
+        srq: None,
+        cap: QpCap::default(),
+        sq_sig_all: false,
+        user_handle,
+        sq: sq.into_consumer(),
+        rq: None,
+        attr,
+        broken: false,
+        xrcd: Some(xrcd),
+    }
+}
+
+fn target_reply(qpn: u32, sq_fd: OwnedFd) -> Reply {
+    Reply::with_fds(
         Response::Qp {
             qpn,
-            cap,
-            sq_slot,
+            cap: QpCap::default(),
+            sq_slot: abi::send_slot_size(1, 0),
             rq_slot: 0,
         },
         vec![sq_fd],
-    ))
+    )
 }
