@@ -243,6 +243,9 @@ fn describe(line: &mut String, p: &Packet<'_>) {
             d.qkey, d.src_qpn
         );
     }
+    if let Some(n) = h.xrceth {
+        let _ = write!(line, " xrceth(srqn=0x{n:06x})");
+    }
     if let Some(f) = h.feth {
         let _ = write!(line, " feth(plt={} sel={})", f.plt, f.sel);
     }
@@ -345,6 +348,48 @@ mod tests {
             l.contains("UNKNOWN MALFORMED: unknown opcode 0x15 icrc=BAD"),
             "{l}"
         );
+    }
+
+    /// An XRC SEND ONLY, built and sealed here: its XRCETH is named.
+    #[test]
+    fn xrc_send_names_its_srq() {
+        use std::net::Ipv4Addr;
+        use transport::wire::icrc::{fill_icrc, IcrcIp};
+        use transport::wire::ip::{IpHeader, Ipv4Header, UdpHeader};
+        use transport::wire::packet::emit_packet;
+        use transport::wire::{Bth, Headers, Opcode};
+        let (a, b) = (Ipv4Addr::new(127, 0, 7, 1), Ipv4Addr::new(127, 0, 7, 2));
+        let hdr = Headers {
+            bth: Bth {
+                opcode: Opcode::XRC_SEND_ONLY,
+                dest_qpn: 0x11,
+                pkey: 0xffff,
+                ..Bth::default()
+            },
+            xrceth: Some(0x2a),
+            ..Headers::default()
+        };
+        let mut roce = vec![0u8; 64];
+        let n = emit_packet(&hdr, b"xy", &mut roce).unwrap();
+        roce.truncate(n);
+        fill_icrc(&IcrcIp::v4(a, b), 0xc000, 4791, &mut roce).unwrap();
+        let ip = IpHeader::V4(Ipv4Header::roce(a, b, n, 0, 64));
+        let mut pkt = vec![0u8; 28 + n];
+        ip.emit(&mut pkt).unwrap();
+        UdpHeader {
+            src_port: 0xc000,
+            dst_port: 4791,
+            len: (8 + n) as u16,
+            checksum: 0,
+        }
+        .emit(&mut pkt[20..])
+        .unwrap();
+        pkt[28..].copy_from_slice(&roce);
+        let r = analyze(3, Network::Ip(&pkt));
+        assert_eq!(r.verdict, Verdict::Good);
+        let l = r.line.unwrap();
+        assert!(l.contains("XRC_SEND_ONLY qpn=0x000011"), "{l}");
+        assert!(l.contains(" len=2 xrceth(srqn=0x00002a) icrc=ok"), "{l}");
     }
 
     #[test]
