@@ -18,3 +18,4 @@ mod mcast;
 mod port;
 mod share;
 mod srq;
+mod xrc;
