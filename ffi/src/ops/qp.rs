@@ -19,7 +19,8 @@ use crate::log::unsupported;
 use crate::objects::wr_batch::Builder;
 use crate::objects::{client_qp, domain_use, pd_of, rxu_cq, rxu_qp, rxu_srq, RxuQp};
 use crate::ops::convert::{cap_from_c, cap_to_c, qp_attr_from_c, qp_attr_to_c, qp_type_from_c};
-use crate::ops::{qp_ex, xrc_qp};
+use crate::ops::qp_ex;
+use crate::ops::xrc_qp;
 
 /// The send opcodes the `ibv_wr_*` interface offers on this library.
 fn supported_send_ops(st: &CtxState) -> u64 {
