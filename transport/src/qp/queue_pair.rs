@@ -629,7 +629,12 @@ impl Qp {
     }
 }
 
-/// A receive completion with only the essentials set.
+/// A receive completion with only the essentials set. Every RoCE packet
+/// arrives with a GRH (its IP header), so every receive completion says
+/// IBV_WC_GRH, on RC and UC as on UD (as rxe and RoCE NICs report it; only
+/// UD writes the GRH itself into the buffer).
 pub(crate) fn recv_completion(w: &RecvWqe, status: WcStatus, qpn: u32) -> Completion {
-    Completion::new(CqSide::Recv, w.wr_id, status, WcOpcode::Recv, qpn)
+    let mut c = Completion::new(CqSide::Recv, w.wr_id, status, WcOpcode::Recv, qpn);
+    c.wc_flags = wc_flags::GRH;
+    c
 }

@@ -161,6 +161,17 @@ impl SqEntry {
             qpn,
         );
         c.byte_len = self.len.min(u64::from(u32::MAX)) as u32;
+        // As rxe: the requester's completion of a *_WITH_IMM says so too
+        // (the immediate itself is the responder's).
+        if self
+            .wqe
+            .op
+            .wr_opcode()
+            .info()
+            .is_some_and(|i| i.has(crate::verbs::wr_flags::IMM))
+        {
+            c.wc_flags |= wc_flags::WITH_IMM;
+        }
         c
     }
 }

@@ -96,7 +96,8 @@ fn send_every_size_and_mtu() {
                 (100 + i as u64, WcStatus::Success, WcOpcode::Recv)
             );
             assert_eq!(c.byte_len as usize, n);
-            assert_eq!(c.wc_flags, 0);
+            // Every RoCE receive came with a GRH (rxe reports it on RC too).
+            assert_eq!(c.wc_flags, wc_flags::GRH);
             let slot = i * (4 * m + 64);
             assert_eq!(
                 &h.b.bytes(dst)[slot..slot + n],
@@ -149,13 +150,15 @@ fn send_with_imm_and_invalidate() {
     h.run();
     let s = h.a.cq(CqSide::Send);
     assert_ok_in_order(&s[..2], &[1, 2]);
+    // The requester's SEND_WITH_IMM completion says WITH_IMM (as rxe's).
+    assert_eq!((s[0].wc_flags, s[1].wc_flags), (wc_flags::WITH_IMM, 0));
     // Invalidating a key that does not exist fails at the responder.
     assert_eq!(s[2].status, WcStatus::RemInvReqErr);
     let r = h.b.cq(CqSide::Recv);
-    assert_eq!(r[0].wc_flags, wc_flags::WITH_IMM);
+    assert_eq!(r[0].wc_flags, wc_flags::GRH | wc_flags::WITH_IMM);
     assert_eq!(r[0].imm, 0xDEADBEEF);
     assert_eq!(r[0].byte_len, 700);
-    assert_eq!(r[1].wc_flags, wc_flags::WITH_INV);
+    assert_eq!(r[1].wc_flags, wc_flags::GRH | wc_flags::WITH_INV);
     assert_eq!(r[1].invalidated_rkey, victim);
     assert!(!h.b.mem.region(victim).unwrap().valid);
     assert_eq!(r[2].status, WcStatus::RemInvReqErr);
@@ -263,14 +266,16 @@ fn write_with_imm() {
         ))
         .unwrap();
     h.run();
-    assert_ok_in_order(&h.a.cq(CqSide::Send), &[1, 2]);
+    let s = h.a.cq(CqSide::Send);
+    assert_ok_in_order(&s, &[1, 2]);
+    assert!(s.iter().all(|c| c.wc_flags == wc_flags::WITH_IMM));
     let r = h.b.cq(CqSide::Recv);
     assert_eq!(r.len(), 2);
     assert_eq!(
         (r[0].wr_id, r[0].opcode, r[0].imm, r[0].byte_len),
         (50, WcOpcode::RecvRdmaWithImm, 7, 1500)
     );
-    assert_eq!(r[0].wc_flags, wc_flags::WITH_IMM);
+    assert_eq!(r[0].wc_flags, wc_flags::GRH | wc_flags::WITH_IMM);
     assert_eq!((r[1].wr_id, r[1].imm, r[1].byte_len), (51, 8, 0));
     assert_eq!(&h.b.bytes(dst)[..1500], &h.a.bytes(src)[..1500]);
     let ops: Vec<Opcode> = h
