@@ -1,5 +1,6 @@
-//! Address handles: client-side only (the destination travels in each UD
-//! send slot), so creating one costs no daemon round trip.
+//! Address handles: client-side (the destination travels in each UD send
+//! slot); creating one asks the daemon only for the port's GID table, to
+//! check the source GID as the kernel does.
 
 use super::error::{Error, Result};
 use super::pd::Pd;
@@ -22,15 +23,24 @@ impl std::fmt::Debug for Ah {
 }
 
 impl Ah {
-    /// Creates an AH in `pd`. RoCE needs a GRH: `is_global` must be set.
+    /// Creates an AH in `pd`, checked as the kernel's `rdma_create_ah`:
+    /// port 1 only, a GRH (`is_global`: RoCE addresses by GID), and a
+    /// source GID in the table (EINVAL outside it, ENODATA for an empty
+    /// entry).
     pub fn new(pd: &Pd, attr: AhAttr) -> Result<Ah> {
+        if attr.port_num != 1 {
+            return Err(Error::Invalid("no such port"));
+        }
         if !attr.is_global {
             return Err(Error::Invalid(
                 "RoCE address handles need a GRH (is_global)",
             ));
         }
-        if attr.port_num > 1 {
-            return Err(Error::Invalid("no such port"));
+        let port = pd.context().query_port(1)?;
+        match port.gid_entry(attr.sgid_index.into()) {
+            Ok(_) => {}
+            Err(libc::ENODATA) => return Err(Error::NoGid(attr.sgid_index.into())),
+            Err(_) => return Err(Error::Invalid("sgid_index outside the GID table")),
         }
         Ok(Ah {
             attr,

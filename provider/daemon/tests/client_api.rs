@@ -537,3 +537,56 @@ fn send_with_inv_on_uc_is_refused_at_post_time() {
     assert_eq!(expect_ok(&p.cq_a, WcOpcode::Send).wr_id, 8);
     assert_eq!(expect_ok(&p.cq_b, WcOpcode::Recv).wr_id, 71);
 }
+
+/// create_ah is checked as the kernel's rdma_create_ah: port 1 only, a
+/// GRH, and a source GID of the table (EINVAL outside it, ENODATA for an
+/// empty entry); the device has one address, so one GID.
+#[test]
+fn create_ah_checks_port_grh_and_source_gid() {
+    let d = daemon(10);
+    let ctx = d.open();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let port = ctx.query_port(1).unwrap();
+    assert_eq!(port.gids.len(), 1);
+    let good = AhAttr {
+        dgid: ctx.query_gid(0).unwrap(),
+        hop_limit: 64,
+        is_global: true,
+        port_num: 1,
+        ..Default::default()
+    };
+    assert!(Ah::new(&pd, good.clone()).is_ok());
+    let errno = |a: AhAttr| Ah::new(&pd, a).map(|_| ()).map_err(|e| e.errno());
+    let empty = u8::try_from(port.gids.len()).unwrap();
+    assert_eq!(
+        errno(AhAttr {
+            sgid_index: empty,
+            ..good.clone()
+        }),
+        Err(libc::ENODATA)
+    );
+    let beyond = u8::try_from(port.gid_tbl_len).unwrap();
+    assert_eq!(
+        errno(AhAttr {
+            sgid_index: beyond,
+            ..good.clone()
+        }),
+        Err(libc::EINVAL)
+    );
+    assert_eq!(
+        errno(AhAttr {
+            is_global: false,
+            ..good.clone()
+        }),
+        Err(libc::EINVAL)
+    );
+    for port_num in [0, 2] {
+        assert_eq!(
+            errno(AhAttr {
+                port_num,
+                ..good.clone()
+            }),
+            Err(libc::EINVAL)
+        );
+    }
+}
