@@ -131,10 +131,11 @@ pub(super) fn create(
         ..QpTuning::default()
     };
     let _ = endpoint.set_qp_tuning(qpn, tuning, &mut DeviceCqs::new(objects, counters));
+    // No port until INIT sets one (ibv_query_qp says 0, as the kernel).
     let attr = QpAttr {
         cap,
         sq_sig_all: r.sq_sig_all,
-        port_num: 1,
+        port_num: 0,
         path_mtu: Mtu::M256 as u8,
         ..QpAttr::default()
     };
