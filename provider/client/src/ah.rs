@@ -3,7 +3,7 @@
 //! check the source GID as the kernel does.
 
 use super::error::{Error, Result};
-use super::pd::Pd;
+use super::pd::{AhUse, Pd};
 use super::wc::Wc;
 use rxu_abi::proto::AhAttr;
 use transport::qp::wc_flags;
@@ -12,8 +12,9 @@ use transport::qp::wc_flags;
 #[derive(Clone)]
 pub struct Ah {
     attr: AhAttr,
-    /// Keeps the PD (and so the connection) alive as `ibv_ah` does.
-    _pd: Option<Pd>,
+    /// Keeps the PD (and so the connection) alive as `ibv_ah` does, and
+    /// counts in it (dealloc_pd is EBUSY while AHs exist).
+    _pd: Option<AhUse>,
 }
 
 impl std::fmt::Debug for Ah {
@@ -44,7 +45,7 @@ impl Ah {
         }
         Ok(Ah {
             attr,
-            _pd: Some(pd.clone()),
+            _pd: Some(AhUse::new(pd)),
         })
     }
 

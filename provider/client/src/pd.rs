@@ -1,6 +1,6 @@
 //! Protection domains.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::context::{unexpected, Context};
@@ -19,6 +19,9 @@ struct PdInner {
     handle: u32,
     /// Cleared by an explicit successful dealloc, so Drop sends nothing.
     live: AtomicBool,
+    /// Address handles in it: client-side only, so the daemon cannot
+    /// refuse the dealloc for them; [`Pd::dealloc`] does.
+    ahs: AtomicUsize,
 }
 
 impl Pd {
@@ -29,6 +32,7 @@ impl Pd {
                     ctx: ctx.clone(),
                     handle: pd,
                     live: AtomicBool::new(true),
+                    ahs: AtomicUsize::new(0),
                 }),
             }),
             other => Err(unexpected("Pd", &other)),
@@ -44,9 +48,13 @@ impl Pd {
         &self.inner.ctx
     }
 
-    /// Deallocates now, reporting errors (EBUSY while objects use it). On
-    /// failure the PD is handed back unchanged.
+    /// Deallocates now, reporting errors (EBUSY while objects use it,
+    /// address handles included, as the kernel counts them). On failure
+    /// the PD is handed back unchanged.
     pub fn dealloc(self) -> Result<(), (Pd, Error)> {
+        if self.inner.ahs.load(Ordering::Acquire) > 0 {
+            return Err((self, Error::Busy("address handles use the PD")));
+        }
         match self.inner.ctx.call_ok(&Request::DeallocPd {
             pd: self.inner.handle,
         }) {
@@ -56,6 +64,28 @@ impl Pd {
             }
             Err(e) => Err((self, e)),
         }
+    }
+}
+
+/// An address handle's hold on its PD: counted while it lives.
+pub(crate) struct AhUse(Pd);
+
+impl AhUse {
+    pub(crate) fn new(pd: &Pd) -> AhUse {
+        pd.inner.ahs.fetch_add(1, Ordering::AcqRel);
+        AhUse(pd.clone())
+    }
+}
+
+impl Clone for AhUse {
+    fn clone(&self) -> AhUse {
+        AhUse::new(&self.0)
+    }
+}
+
+impl Drop for AhUse {
+    fn drop(&mut self) {
+        self.0.inner.ahs.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

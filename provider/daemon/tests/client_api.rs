@@ -589,4 +589,20 @@ fn create_ah_checks_port_grh_and_source_gid() {
             Err(libc::EINVAL)
         );
     }
+    // The PD is busy while an AH (or a clone of it) lives, as the kernel
+    // counts AHs; the daemon never sees them, the client does.
+    let busy = |pd: Pd| match pd.dealloc() {
+        Err((pd, e)) => {
+            assert_eq!(e.errno(), libc::EBUSY, "{e}");
+            pd
+        }
+        Ok(()) => panic!("dealloc_pd with a live AH succeeded"),
+    };
+    let ah = Ah::new(&pd, good).unwrap();
+    let twin = ah.clone();
+    let pd = busy(pd);
+    drop(ah);
+    let pd = busy(pd);
+    drop(twin);
+    assert!(pd.dealloc().is_ok());
 }
