@@ -291,6 +291,20 @@ pub(super) fn destroy(
     id: u32,
     qpn: u32,
 ) -> Handled {
+    // As the kernel's uverbs: a QP still attached to a multicast group is
+    // not destroyed (EBUSY) until the application detaches it; a client
+    // that goes away loses its attachments with its QPs.
+    let owned = objects.session_mut(id)?.qps.contains_key(&qpn);
+    if owned
+        && endpoint
+            .mcast_groups()
+            .any(|g| endpoint.mcast_members(g).contains(&qpn))
+    {
+        return refuse(
+            libc::EBUSY,
+            format!("QP {qpn:#x} is attached to a multicast group: detach it first"),
+        );
+    }
     if !objects.destroy_qp(endpoint, counters, id, qpn)? {
         return refuse(libc::ENOENT, format!("no QP {qpn:#x}"));
     }
