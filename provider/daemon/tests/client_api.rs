@@ -555,13 +555,13 @@ fn create_ah_checks_port_grh_and_source_gid() {
         port_num: 1,
         ..Default::default()
     };
-    assert!(Ah::new(&pd, good.clone()).is_ok());
+    assert!(Ah::new(&pd, good).is_ok());
     let errno = |a: AhAttr| Ah::new(&pd, a).map(|_| ()).map_err(|e| e.errno());
     let empty = u8::try_from(port.gids.len()).unwrap();
     assert_eq!(
         errno(AhAttr {
             sgid_index: empty,
-            ..good.clone()
+            ..good
         }),
         Err(libc::ENODATA)
     );
@@ -569,25 +569,19 @@ fn create_ah_checks_port_grh_and_source_gid() {
     assert_eq!(
         errno(AhAttr {
             sgid_index: beyond,
-            ..good.clone()
+            ..good
         }),
         Err(libc::EINVAL)
     );
     assert_eq!(
         errno(AhAttr {
             is_global: false,
-            ..good.clone()
+            ..good
         }),
         Err(libc::EINVAL)
     );
     for port_num in [0, 2] {
-        assert_eq!(
-            errno(AhAttr {
-                port_num,
-                ..good.clone()
-            }),
-            Err(libc::EINVAL)
-        );
+        assert_eq!(errno(AhAttr { port_num, ..good }), Err(libc::EINVAL));
     }
     // The PD is busy while an AH (or a clone of it) lives, as the kernel
     // counts AHs; the daemon never sees them, the client does.
