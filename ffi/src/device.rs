@@ -1,10 +1,13 @@
 //! The device ops libibverbs calls before any context exists: matching a
 //! sysfs device (ours when its tree carries the `rxu/` files `rxu up`
-//! writes), allocating and freeing the `verbs_device`; and reading names
-//! from the device structs.
+//! writes), allocating and freeing the `verbs_device`; the devices
+//! allocated so far ([`devices`], for `ibv_import_device`, which picks
+//! the first device whose node numbers match and every rxu device has
+//! /dev/null's); and reading names from the device structs.
 
 use std::ffi::{c_char, CStr};
 use std::path::Path;
+use std::sync::Mutex;
 
 use crate::abi::{IbvDevice, VerbsDevice, VerbsSysfsDev};
 use crate::guard;
@@ -33,17 +36,34 @@ pub unsafe extern "C" fn match_device(dev: *mut VerbsSysfsDev) -> bool {
     ok
 }
 
+/// The `verbs_device`s alloc_device made and uninit_device did not free
+/// yet (their addresses).
+static DEVICES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+fn registry() -> std::sync::MutexGuard<'static, Vec<usize>> {
+    DEVICES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The rxu devices libibverbs holds now.
+pub fn devices() -> Vec<*mut IbvDevice> {
+    // A VerbsDevice starts with its ibv_device.
+    registry().iter().map(|&d| d as *mut IbvDevice).collect()
+}
+
 pub unsafe extern "C" fn alloc_device(_dev: *mut VerbsSysfsDev) -> *mut VerbsDevice {
     guard::ptr_op("alloc_device", || {
         // SAFETY: VerbsDevice is plain data for which all-zero is valid
         // (and what the library requires: _ops NULL, refcount 0).
         let d: Box<VerbsDevice> = Box::new(unsafe { std::mem::zeroed() });
-        Ok(Box::into_raw(d))
+        let p = Box::into_raw(d);
+        registry().push(p as usize);
+        Ok(p)
     })
 }
 
 pub unsafe extern "C" fn uninit_device(dev: *mut VerbsDevice) {
     guard::void_op("uninit_device", || {
+        registry().retain(|&d| d != dev as usize);
         // SAFETY: `dev` came from alloc_device's Box::into_raw and the
         // library calls this once, after its last use. vdev->sysfs is
         // already freed and not touched.

@@ -12,7 +12,8 @@
 //! - [`ops`]: the verbs ops table and every op.
 //! - [`objects`]: the provider's objects behind the C verbs objects, and
 //!   the casts back from C pointers.
-//! - [`channel`], [`events`]: completion channels and event bookkeeping.
+//! - [`channel`], [`events`]: completion channels and event bookkeeping;
+//!   [`preload`]: the uverbs emulation of `librxu-ucma.so`, when loaded.
 //! - [`version`]: which libibverbs is loaded; resolves its private entry
 //!   points by version node; refuses unknown layouts.
 //! - [`abi`]: the C layouts, checked at compile time, against the
@@ -28,5 +29,6 @@ mod guard;
 mod log;
 mod objects;
 mod ops;
+mod preload;
 mod register;
 mod version;

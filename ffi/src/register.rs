@@ -1,6 +1,7 @@
 //! Registration with libibverbs: the ELF constructor, the device ops
 //! table and the match table. The top of the crate: it names the device
-//! ops (`crate::device`) and `alloc_context` (`crate::context::open`).
+//! ops (`crate::device`), `alloc_context` (`crate::context::open`) and
+//! `import_context` (`crate::context::import`).
 //!
 //! Matching: the table holds the contract's name pattern (`rdma_device:N`
 //! followed by `rxu*`), but `match_device` has the final word (libibverbs calls it
@@ -9,6 +10,7 @@
 //! and never a kernel device.
 
 use crate::abi::{VerbsDeviceOps, VerbsMatchEnt, VERBS_MATCH_MODALIAS, VERBS_MATCH_SENTINEL};
+use crate::context::import::import_context;
 use crate::context::open::alloc_context;
 use crate::device::{alloc_device, match_device, uninit_device};
 use crate::{guard, log_debug, log_err, version};
@@ -45,7 +47,7 @@ static DEVICE_OPS: Shared<VerbsDeviceOps> = Shared(VerbsDeviceOps {
     static_providers: std::ptr::null(),
     match_device: Some(match_device),
     alloc_context: Some(alloc_context),
-    import_context: None,
+    import_context: Some(import_context),
     alloc_device: Some(alloc_device),
     uninit_device: Some(uninit_device),
 });

@@ -4,3 +4,4 @@
 pub mod cm_mad;
 pub mod slots;
 pub mod ucma;
+pub mod uverbs;

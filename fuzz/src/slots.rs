@@ -33,7 +33,7 @@ use rxu_abi::proto::abi::{recv_slot_size, send_slot_size};
 use rxud::daemon::wqe::{recv_wqe, send_wqe, SqLimits};
 use rxud::mem::DeviceMemory;
 use transport::qp::{
-    access, AtomicOp, Env, MemError, Memory, Qp, QpAttr, QpConfig, QpState, QpType, RxMeta,
+    access, AtomicOp, Env, MemError, Memory, MwBind, Qp, QpAttr, QpConfig, QpState, QpType, RxMeta,
 };
 use transport::wire::{Packet, MAX_PACKET};
 use transport::Psn;
@@ -156,13 +156,14 @@ impl<M: Memory> Memory for Recorder<'_, M> {
     fn check_remote(
         &mut self,
         pd: u32,
+        qpn: u32,
         rkey: u32,
         va: u64,
         len: u64,
         need: u32,
     ) -> Result<(), MemError> {
         let k = self.key(rkey);
-        let r = self.mem.check_remote(pd, k, va, len, need);
+        let r = self.mem.check_remote(pd, qpn, k, va, len, need);
         // A check moves no byte; a zero-length one may name any address.
         self.note(r, |s| {
             if len > 0 {
@@ -171,16 +172,30 @@ impl<M: Memory> Memory for Recorder<'_, M> {
         })
     }
 
-    fn read_remote(&mut self, pd: u32, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), MemError> {
+    fn read_remote(
+        &mut self,
+        pd: u32,
+        qpn: u32,
+        rkey: u32,
+        va: u64,
+        dst: &mut [u8],
+    ) -> Result<(), MemError> {
         let k = self.key(rkey);
         let n = dst.len() as u64;
-        let r = self.mem.read_remote(pd, k, va, dst);
+        let r = self.mem.read_remote(pd, qpn, k, va, dst);
         self.note(r, |s| s.allowed("read_remote", k, va, n, true))
     }
 
-    fn write_remote(&mut self, pd: u32, rkey: u32, va: u64, src: &[u8]) -> Result<(), MemError> {
+    fn write_remote(
+        &mut self,
+        pd: u32,
+        qpn: u32,
+        rkey: u32,
+        va: u64,
+        src: &[u8],
+    ) -> Result<(), MemError> {
         let k = self.key(rkey);
-        let r = self.mem.write_remote(pd, k, va, src);
+        let r = self.mem.write_remote(pd, qpn, k, va, src);
         self.note(r, |s| {
             s.allowed("write_remote", k, va, src.len() as u64, true)
         })
@@ -189,24 +204,31 @@ impl<M: Memory> Memory for Recorder<'_, M> {
     fn atomic_remote(
         &mut self,
         pd: u32,
+        qpn: u32,
         rkey: u32,
         va: u64,
         op: AtomicOp,
     ) -> Result<u64, MemError> {
         let k = self.key(rkey);
-        let r = self.mem.atomic_remote(pd, k, va, op);
+        let r = self.mem.atomic_remote(pd, qpn, k, va, op);
         self.note(r, |s| s.allowed("atomic_remote", k, va, 8, true))
     }
 
-    fn invalidate_remote(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
-        let k = self.key(rkey);
-        let r = self.mem.invalidate_remote(pd, k);
+    fn invalidate(&mut self, pd: u32, qpn: u32, key: u32) -> Result<(), MemError> {
+        let k = self.key(key);
+        let r = self.mem.invalidate(pd, qpn, k);
         self.note(r, |s| {
             assert!(
                 s.regions.iter().any(|g| g.key == k),
                 "invalidated a key not the client's"
             );
         })
+    }
+
+    /// The model allocates no windows: every bind must be refused.
+    fn bind_mw(&mut self, pd: u32, qpn: u32, bind: &MwBind) -> Result<(), MemError> {
+        let r = self.mem.bind_mw(pd, qpn, bind);
+        self.note(r, |_| panic!("bound a window the client never allocated"))
     }
 }
 
@@ -497,6 +519,8 @@ fn shuttle(
         dst,
         tos: 0,
         ttl: 64,
+        ip_id: 0,
+        flow_label: 0,
     };
     for n in 0..8 {
         let mut env = Env {
@@ -558,7 +582,7 @@ mod tests {
             accesses: 0,
             denied: 0,
         };
-        let _ = rec.write_remote(PD, key, 0x1000, &[1, 2, 3]);
+        let _ = rec.write_remote(PD, 1, key, 0x1000, &[1, 2, 3]);
     }
 
     #[test]

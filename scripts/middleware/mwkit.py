@@ -20,6 +20,15 @@ BIN = os.path.join(ROOT, "target", "release")
 ADDRS = ["127.0.8.1", "127.0.8.2"]
 
 
+def _terminate(signum, _frame):
+    # SIGTERM (timeout, CI cancel) unwinds through the scripts' finally
+    # blocks, so devices go down and no daemon is left behind.
+    sys.exit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _terminate)
+
+
 def build():
     """Builds the daemon, the tool and the provider libraries (quietly)."""
     subprocess.run(
@@ -41,12 +50,12 @@ class Devices:
     and the environment verbs programs need to see them (as `rxu env`
     prints it: provider, sysfs tree, the preloaded device emulator)."""
 
-    def __init__(self, prefix, count):
+    def __init__(self, prefix, count, addrs=None):
         self.rt = tempfile.mkdtemp(prefix="rxu-mw-")
         for lib in ("librxu-rdmav34.so", "librxu-ucma.so"):
             shutil.copy(os.path.join(BIN, lib), self.rt)
         self.names = [f"{prefix}{i + 1}" for i in range(count)]
-        self.addrs = ADDRS[:count]
+        self.addrs = (addrs or ADDRS)[:count]
         self.env = dict(os.environ, RXU_RUNTIME_DIR=self.rt)
         for name, addr in zip(self.names, self.addrs):
             self.rxu("up", "--addr", addr, "--name", name)

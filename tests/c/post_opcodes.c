@@ -3,7 +3,8 @@
  * not define) on RC, UC and UD QPs in RTS: what rxu executes returns 0,
  * anything else returns EINVAL with *bad_wr at that WR, the WR before it
  * posted. SEND_WITH_INV on UC (no UC packet exists for it) is among the
- * refused ones. Each case gets fresh QPs, connected to each other, since
+ * refused ones; LOCAL_INV and BIND_MW (local operations) are taken on RC
+ * and UC. Each case gets fresh QPs, connected to each other, since
  * an accepted WR runs and may fail its QP.
  *
  * usage: post_opcodes <ibdev> [gid index]; exit 0 when every case holds.
@@ -28,9 +29,9 @@ static int accepted(enum ibv_qp_type t, unsigned op)
 {
 	switch (t) {
 	case IBV_QPT_RC:
-		return op <= 6 || op == 9 || op == 14 || op == 15;
+		return op <= 9 || op == 14 || op == 15;
 	case IBV_QPT_UC:
-		return op <= 3;
+		return op <= 3 || op == 7 || op == 8;
 	case IBV_QPT_UD:
 		return op == 2 || op == 3;
 	default:
@@ -109,6 +110,8 @@ int main(int argc, char **argv)
 				  .grh = { .dgid = gid, .sgid_index = gidx, .hop_limit = 64 } };
 	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
 	CHECK(ah, "ibv_create_ah failed");
+	struct ibv_mw *mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	CHECK(mw, "ibv_alloc_mw failed: %m");
 
 	enum ibv_qp_type types[] = { IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD };
 	int cases = 0;
@@ -136,6 +139,11 @@ int main(int argc, char **argv)
 			wr[0].opcode = IBV_WR_SEND;
 			wr[0].next = &wr[1];
 			wr[1].opcode = (enum ibv_wr_opcode)op;
+			wr[1].bind_mw.mw = mw;
+			wr[1].bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+			wr[1].bind_mw.bind_info.mr = mr;
+			wr[1].bind_mw.bind_info.addr = (uintptr_t)buf;
+			wr[1].bind_mw.bind_info.length = 8;
 			if (t != IBV_QPT_UD) {
 				if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 					wr[1].wr.atomic.remote_addr = (uintptr_t)buf;
@@ -158,6 +166,7 @@ int main(int argc, char **argv)
 			cases++;
 		}
 	}
+	CHECK(!ibv_dealloc_mw(mw), "ibv_dealloc_mw failed");
 	CHECK(!ibv_destroy_ah(ah) && !ibv_dereg_mr(mr) && !ibv_dealloc_pd(pd), "teardown failed");
 	CHECK(!ibv_close_device(ctx), "ibv_close_device failed");
 	ibv_free_device_list(l);

@@ -45,15 +45,13 @@ int main(int argc, char **argv)
 
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	CHECK(pd, "ibv_alloc_pd failed");
-	errno = 0;
-	CHECK(!ibv_alloc_mw(pd, IBV_MW_TYPE_2) && errno == EOPNOTSUPP, "ibv_alloc_mw: errno %d", errno);
 	struct ibv_xrcd_init_attr xa = { .comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
 					 .fd = -1, .oflags = O_CREAT };
 	errno = 0;
 	CHECK(!ibv_open_xrcd(ctx, &xa) && errno == EOPNOTSUPP, "ibv_open_xrcd: errno %d", errno);
-	struct ibv_cq_init_attr_ex ca = { .cqe = 4, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP };
+	struct ibv_cq_init_attr_ex ca = { .cqe = 4, .wc_flags = IBV_WC_EX_WITH_CVLAN };
 	errno = 0;
-	CHECK(!ibv_create_cq_ex(ctx, &ca) && errno == EOPNOTSUPP, "timestamp CQ: errno %d", errno);
+	CHECK(!ibv_create_cq_ex(ctx, &ca) && errno == EOPNOTSUPP, "cvlan CQ: errno %d", errno);
 	/* Overruns raise IBV_EVENT_CQ_ERR: a CQ may not ask to ignore them (as on rxe). */
 	struct ibv_cq_init_attr_ex io = { .cqe = 4, .comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
 					  .flags = IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN };

@@ -4,7 +4,7 @@
 //! file holds the kinds its name says, and what rxu got wrong against them
 //! stays fixed.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,7 @@ use transport::qp::{
     access, BufferMemory, Env, Mtu, Payload, Qp, QpAttr, QpConfig, QpState, QpType, RecvWqe,
     RxMeta, SendOp, SendWqe, Sge, WcStatus,
 };
-use transport::wire::icrc::verify_ip_packet;
+use transport::wire::icrc::{verify_ip_packet, verify_received, ReceivedIcrc};
 use transport::wire::ip::ipv4_checksum;
 use transport::wire::{AethKind, NakCode, Opcode, Packet, MAX_PACKET};
 use transport::Psn;
@@ -211,6 +211,8 @@ fn meta() -> RxMeta {
         dst: IpAddr::V4(RXU),
         tos: 0,
         ttl: 64,
+        ip_id: 0,
+        flow_label: 0,
     }
 }
 
@@ -389,9 +391,10 @@ fn rxe_rnr_nak_waits_then_resends_the_message() {
 }
 
 /// A UD SEND from rxe lands behind the 40-byte GRH area: the first 20
-/// bytes zero, then the packet's IPv4 header as rxe itself writes it —
-/// rxu cannot see the IP ID from its UDP socket, so it writes ID 0 (and
-/// the checksum for that); every other byte matches the captured header.
+/// bytes zero, then the packet's IPv4 header byte for byte as it was on
+/// the wire, as rxe itself writes it. rxu's UDP socket does not show the
+/// IP ID; the ICRC check recovers it (as the endpoint does) and the
+/// header is rebuilt with it.
 #[test]
 fn rxe_ud_send_lands_behind_its_ipv4_header() {
     let f = frames(&vectors().join("rxe-interop-ud-send.pcap"));
@@ -433,12 +436,25 @@ fn rxe_ud_send_lands_behind_its_ipv4_header() {
     })
     .unwrap();
     let ip = &f[0][14..34];
+    let sport = u16::from_be_bytes([f[0][34], f[0][35]]);
+    let ip_id = match verify_received(
+        SocketAddr::new(IpAddr::V4(RXE), sport),
+        SocketAddr::new(IpAddr::V4(RXU), 4791),
+        0,
+        &bytes,
+    ) {
+        ReceivedIcrc::ValidOtherId(id) => id,
+        other => panic!("rxe picks IDs of its own: {other:?}"),
+    };
+    assert_eq!(ip_id.to_be_bytes(), [ip[4], ip[5]]);
     let meta = RxMeta {
         src: IpAddr::V4(RXE),
-        src_port: u16::from_be_bytes([f[0][34], f[0][35]]),
+        src_port: sport,
         dst: IpAddr::V4(RXU),
         tos: ip[1],
         ttl: ip[8],
+        ip_id,
+        flow_label: 0,
     };
     let mut env = Env {
         mem: &mut mem,
@@ -451,12 +467,8 @@ fn rxe_ud_send_lands_behind_its_ipv4_header() {
     assert_eq!(c.src_qp, deth.src_qpn);
     let buf = &mem.region(key).unwrap().data;
     assert_eq!(&buf[..20], &[0u8; 20]);
-    let mut want = ip.to_vec();
-    want[4..6].copy_from_slice(&[0, 0]);
-    want[10..12].copy_from_slice(&[0, 0]);
-    let sum = ipv4_checksum(&want);
-    want[10..12].copy_from_slice(&sum.to_be_bytes());
-    assert_eq!(&buf[20..40], &want[..], "GRH area: the IPv4 header, ID 0");
+    assert_eq!(&buf[20..40], ip, "GRH area: the captured IPv4 header");
+    assert_eq!(ipv4_checksum(&buf[20..40]), 0, "its checksum holds");
     assert_eq!(&buf[40..40 + p.payload.len()], p.payload);
 }
 

@@ -18,6 +18,8 @@ pub mod send_ops {
     pub const RDMA_READ: u64 = 1 << 4;
     pub const ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
     pub const ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+    pub const LOCAL_INV: u64 = 1 << 7;
+    pub const BIND_MW: u64 = 1 << 8;
     pub const SEND_WITH_INV: u64 = 1 << 9;
     pub const ATOMIC_WRITE: u64 = 1 << 12;
 }
@@ -26,6 +28,8 @@ pub mod send_ops {
 /// one flag rxu takes; IGNORE_OVERRUN, 1 << 1, is refused).
 pub mod cq_init {
     pub const MASK_FLAGS: u32 = 1;
+    /// `parent_domain` is set.
+    pub const MASK_PD: u32 = 1 << 1;
     pub const FLAG_SINGLE_THREADED: u32 = 1;
 }
 
@@ -38,8 +42,26 @@ pub mod wc_ex {
     pub const SLID: u64 = 1 << 4;
     pub const SL: u64 = 1 << 5;
     pub const DLID_PATH_BITS: u64 = 1 << 6;
-    /// What rxu fills in (no timestamps, VLANs, flow tags, tag matching).
-    pub const SUPPORTED: u64 = BYTE_LEN | IMM | QP_NUM | SRC_QP | SLID | SL | DLID_PATH_BITS;
+    pub const COMPLETION_TIMESTAMP: u64 = 1 << 7;
+    pub const COMPLETION_TIMESTAMP_WALLCLOCK: u64 = 1 << 11;
+    /// Either timestamp: the CQ's entries carry both.
+    pub const TIMESTAMPS: u64 = COMPLETION_TIMESTAMP | COMPLETION_TIMESTAMP_WALLCLOCK;
+    /// What rxu fills in (no VLANs, flow tags, tag matching).
+    pub const SUPPORTED: u64 =
+        BYTE_LEN | IMM | QP_NUM | SRC_QP | SLID | SL | DLID_PATH_BITS | TIMESTAMPS;
+}
+
+/// `enum ibv_parent_domain_init_attr_mask`, `IBV_ALLOCATOR_USE_DEFAULT`.
+pub mod parent_domain {
+    pub const ALLOCATORS: u32 = 1;
+    pub const PD_CONTEXT: u32 = 1 << 1;
+    /// `(void *)-1`: "allocate it the default way".
+    pub const USE_DEFAULT: usize = usize::MAX;
+}
+
+/// `enum ibv_values_mask`.
+pub mod values {
+    pub const RAW_CLOCK: u32 = 1;
 }
 
 /// `enum ibv_srq_init_attr_mask` and `enum ibv_srq_type`.
@@ -52,6 +74,7 @@ pub mod srq_init {
 /// `enum ibv_odp_general_caps` and `enum ibv_odp_transport_cap_bits`.
 pub mod odp {
     pub const SUPPORT: u64 = 1;
+    pub const SUPPORT_IMPLICIT: u64 = 1 << 1;
     pub const SEND: u32 = 1;
     pub const RECV: u32 = 1 << 1;
     pub const WRITE: u32 = 1 << 2;
@@ -67,5 +90,10 @@ pub mod port {
     pub const FLAG_GRH_REQUIRED: u8 = 1;
 }
 
-/// `IBV_REREG_MR_ERR_INPUT`.
-pub const REREG_MR_ERR_INPUT: i32 = -1;
+/// `enum ibv_rereg_mr_flags`.
+pub mod rereg {
+    pub const CHANGE_TRANSLATION: u32 = 1;
+    pub const CHANGE_PD: u32 = 1 << 1;
+    pub const CHANGE_ACCESS: u32 = 1 << 2;
+    pub const ALL: u32 = CHANGE_TRANSLATION | CHANGE_PD | CHANGE_ACCESS;
+}

@@ -8,7 +8,7 @@
 use std::ffi::{c_int, c_void};
 
 use super::attrs::IbvPollCqAttr;
-use super::objects::{IbvAh, IbvCq, IbvQp};
+use super::objects::{IbvAh, IbvCq, IbvMw, IbvMwBindInfo, IbvQp};
 use super::wr::{IbvDataBuf, IbvSge};
 
 type CqExFn<R> = Option<unsafe extern "C" fn(*mut IbvCqEx) -> R>;
@@ -55,7 +55,8 @@ pub struct IbvQpEx {
     pub wr_flags: u32,
     pub wr_atomic_cmp_swp: Option<unsafe extern "C" fn(*mut IbvQpEx, u32, u64, u64, u64)>,
     pub wr_atomic_fetch_add: Option<unsafe extern "C" fn(*mut IbvQpEx, u32, u64, u64)>,
-    pub wr_bind_mw: Option<unsafe extern "C" fn(*mut IbvQpEx, *mut c_void, u32, *const c_void)>,
+    pub wr_bind_mw:
+        Option<unsafe extern "C" fn(*mut IbvQpEx, *mut IbvMw, u32, *const IbvMwBindInfo)>,
     pub wr_local_inv: QpExFn<u32>,
     pub wr_rdma_read: Option<unsafe extern "C" fn(*mut IbvQpEx, u32, u64)>,
     pub wr_rdma_write: Option<unsafe extern "C" fn(*mut IbvQpEx, u32, u64)>,

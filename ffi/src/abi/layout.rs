@@ -138,6 +138,15 @@ layout!(
     rkey = 40
 );
 layout!(VerbsMr, 56, mr_type = 48, access = 52);
+layout!(IbvMw, 32, pd = 8, rkey = 16, handle = 20, mw_type = 24);
+layout!(
+    IbvMwBindInfo,
+    32,
+    addr = 8,
+    length = 16,
+    mw_access_flags = 24
+);
+layout!(IbvMwBind, 48, send_flags = 8, bind_info = 16);
 layout!(IbvCompChannel, 16, fd = 8, refcnt = 12);
 layout!(
     IbvCq,
@@ -401,6 +410,16 @@ layout!(
     comp_mask = 40,
     flags = 44,
     parent_domain = 48
+);
+layout!(IbvValuesEx, 24, raw_clock = 8);
+layout!(
+    IbvParentDomainInitAttr,
+    48,
+    td = 8,
+    comp_mask = 16,
+    alloc = 24,
+    free = 32,
+    pd_context = 40
 );
 
 layout!(IbvSge, 16, length = 8, lkey = 12);

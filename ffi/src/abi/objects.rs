@@ -27,6 +27,35 @@ pub struct IbvMr {
     pub rkey: u32,
 }
 
+/// `struct ibv_mw` (32).
+#[repr(C)]
+pub struct IbvMw {
+    pub context: *mut IbvContext,
+    pub pd: *mut IbvPd,
+    pub rkey: u32,
+    pub handle: u32,
+    /// `enum ibv_mw_type`.
+    pub mw_type: c_int,
+}
+
+/// `struct ibv_mw_bind_info` (32).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvMwBindInfo {
+    pub mr: *mut IbvMr,
+    pub addr: u64,
+    pub length: u64,
+    pub mw_access_flags: u32,
+}
+
+/// `struct ibv_mw_bind` (48): `ibv_bind_mw`'s argument.
+#[repr(C)]
+pub struct IbvMwBind {
+    pub wr_id: u64,
+    pub send_flags: u32,
+    pub bind_info: IbvMwBindInfo,
+}
+
 /// `struct verbs_mr` (56): every MR must be one (`ibv_dereg_mr` reads it).
 #[repr(C)]
 pub struct VerbsMr {

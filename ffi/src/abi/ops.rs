@@ -5,13 +5,15 @@
 use std::ffi::{c_int, c_void};
 
 use super::attrs::{
-    IbvAhAttr, IbvCqInitAttrEx, IbvDeviceAttrEx, IbvGid, IbvPortAttr, IbvQpAttr, IbvQpInitAttr,
-    IbvQpInitAttrEx, IbvQueryDeviceExInput, IbvSrqAttr, IbvSrqInitAttr, IbvSrqInitAttrEx,
+    IbvAhAttr, IbvCqInitAttrEx, IbvDeviceAttrEx, IbvGid, IbvParentDomainInitAttr, IbvPortAttr,
+    IbvQpAttr, IbvQpInitAttr, IbvQpInitAttrEx, IbvQueryDeviceExInput, IbvSrqAttr, IbvSrqInitAttr,
+    IbvSrqInitAttrEx, IbvValuesEx,
 };
 use super::context::IbvContext;
 use super::extended::IbvCqEx;
 use super::objects::{
-    IbvAh, IbvAsyncEvent, IbvCompChannel, IbvCq, IbvMr, IbvPd, IbvQp, IbvSrq, VerbsMr,
+    IbvAh, IbvAsyncEvent, IbvCompChannel, IbvCq, IbvMr, IbvMw, IbvMwBind, IbvPd, IbvQp, IbvSrq,
+    VerbsMr,
 };
 use super::wr::{IbvRecvWr, IbvSendWr, IbvSge, IbvWc};
 
@@ -23,15 +25,16 @@ type F<T> = Option<T>;
 pub struct VerbsContextOps {
     pub advise_mr: F<unsafe extern "C" fn(*mut IbvPd, c_int, u32, *mut IbvSge, u32) -> c_int>,
     pub alloc_dm: F<unsafe extern "C" fn(Ctx, V) -> V>,
-    pub alloc_mw: F<unsafe extern "C" fn(*mut IbvPd, c_int) -> V>,
+    pub alloc_mw: F<unsafe extern "C" fn(*mut IbvPd, c_int) -> *mut IbvMw>,
     pub alloc_null_mr: F<unsafe extern "C" fn(*mut IbvPd) -> *mut IbvMr>,
-    pub alloc_parent_domain: F<unsafe extern "C" fn(Ctx, V) -> *mut IbvPd>,
+    pub alloc_parent_domain:
+        F<unsafe extern "C" fn(Ctx, *mut IbvParentDomainInitAttr) -> *mut IbvPd>,
     pub alloc_pd: F<unsafe extern "C" fn(Ctx) -> *mut IbvPd>,
     pub alloc_td: F<unsafe extern "C" fn(Ctx, V) -> V>,
     pub async_event: F<unsafe extern "C" fn(Ctx, *mut IbvAsyncEvent)>,
     pub attach_counters_point_flow: F<unsafe extern "C" fn(V, V, V) -> c_int>,
     pub attach_mcast: F<unsafe extern "C" fn(*mut IbvQp, *const IbvGid, u16) -> c_int>,
-    pub bind_mw: F<unsafe extern "C" fn(*mut IbvQp, V, V) -> c_int>,
+    pub bind_mw: F<unsafe extern "C" fn(*mut IbvQp, *mut IbvMw, *mut IbvMwBind) -> c_int>,
     pub close_xrcd: F<unsafe extern "C" fn(V) -> c_int>,
     pub cq_event: F<unsafe extern "C" fn(*mut IbvCq)>,
     pub create_ah: F<unsafe extern "C" fn(*mut IbvPd, *mut IbvAhAttr) -> *mut IbvAh>,
@@ -46,7 +49,7 @@ pub struct VerbsContextOps {
     pub create_srq: F<unsafe extern "C" fn(*mut IbvPd, *mut IbvSrqInitAttr) -> *mut IbvSrq>,
     pub create_srq_ex: F<unsafe extern "C" fn(Ctx, *mut IbvSrqInitAttrEx) -> *mut IbvSrq>,
     pub create_wq: F<unsafe extern "C" fn(Ctx, V) -> V>,
-    pub dealloc_mw: F<unsafe extern "C" fn(V) -> c_int>,
+    pub dealloc_mw: F<unsafe extern "C" fn(*mut IbvMw) -> c_int>,
     pub dealloc_pd: F<unsafe extern "C" fn(*mut IbvPd) -> c_int>,
     pub dealloc_td: F<unsafe extern "C" fn(V) -> c_int>,
     pub dereg_mr: F<unsafe extern "C" fn(*mut VerbsMr) -> c_int>,
@@ -95,7 +98,7 @@ pub struct VerbsContextOps {
     pub query_qp:
         F<unsafe extern "C" fn(*mut IbvQp, *mut IbvQpAttr, c_int, *mut IbvQpInitAttr) -> c_int>,
     pub query_qp_data_in_order: F<unsafe extern "C" fn(*mut IbvQp, c_int, u32) -> c_int>,
-    pub query_rt_values: F<unsafe extern "C" fn(Ctx, V) -> c_int>,
+    pub query_rt_values: F<unsafe extern "C" fn(Ctx, *mut IbvValuesEx) -> c_int>,
     pub query_srq: F<unsafe extern "C" fn(*mut IbvSrq, *mut IbvSrqAttr) -> c_int>,
     pub read_counters: F<unsafe extern "C" fn(V, *mut u64, u32, u32) -> c_int>,
     pub reg_dm_mr: F<unsafe extern "C" fn(*mut IbvPd, V, u64, usize, u32) -> V>,

@@ -2,7 +2,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use super::objects::IbvAh;
+use super::objects::{IbvAh, IbvMw, IbvMwBindInfo};
 
 /// `struct ibv_sge` (16): the client library's `Sge` has the same layout
 /// (asserted in `abi::layout`), so C arrays are viewed as `&[Sge]`.
@@ -84,6 +84,24 @@ impl IbvSendWr {
     }
     pub fn ud_remote_qkey(&self) -> u32 {
         (self.wr.word1 >> 32) as u32
+    }
+    /// `bind_mw.mw` (offset 80).
+    pub fn bind_mw(&self) -> *mut IbvMw {
+        self.bind_mw_or_tso[0] as usize as *mut IbvMw
+    }
+    /// `bind_mw.rkey` (offset 88): the key after the bind.
+    pub fn bind_rkey(&self) -> u32 {
+        self.bind_mw_or_tso[1] as u32
+    }
+    /// `bind_mw.bind_info` (offset 96).
+    pub fn bind_info(&self) -> IbvMwBindInfo {
+        let w = &self.bind_mw_or_tso;
+        IbvMwBindInfo {
+            mr: w[2] as usize as *mut super::objects::IbvMr,
+            addr: w[3],
+            length: w[4],
+            mw_access_flags: w[5] as u32,
+        }
     }
 }
 

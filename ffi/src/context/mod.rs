@@ -5,7 +5,9 @@
 //!   `ibv_context` (below the ops).
 //! - [`close`]: `free_context`, an op of the table.
 //! - [`open`]: `alloc_context`, a device op; installs the ops table.
+//! - [`import`]: `import_context`, the device op of `ibv_import_device`.
 
 pub mod close;
+pub mod import;
 pub mod open;
 pub mod state;

@@ -1,9 +1,10 @@
 //! `alloc_context`: connects to the device's rxud, sets up the context
-//! state and installs the ops table.
+//! state and installs the ops table. [`init`] and [`install`] are shared
+//! with `import_context` (`super::import`).
 
 use std::ffi::{c_int, c_void};
 use std::mem::{offset_of, size_of};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::AtomicU32;
 
 use rxu_client::Context;
@@ -16,7 +17,7 @@ use crate::device::ibdev_name;
 use crate::events::Live;
 use crate::guard::{self, OpResult};
 use crate::version::{self, Lib};
-use crate::{log_err, log_info, ops};
+use crate::{log_err, log_info, ops, preload};
 
 fn errno() -> c_int {
     std::io::Error::last_os_error()
@@ -35,23 +36,9 @@ pub unsafe extern "C" fn alloc_context(
             unsafe { libc::close(cmd_fd) };
             return Err(libc::ENOSYS);
         };
-        // SAFETY: the C macro verbs_init_and_alloc_context passes the
-        // member's offset disguised as a pointer; the library calloc()s
-        // alloc_size bytes and initialises the verbs_context at that offset.
-        let base = unsafe {
-            (lib.init_and_alloc_context)(
-                dev,
-                cmd_fd,
-                size_of::<RxuContext>(),
-                offset_of!(RxuContext, vctx) as *mut VerbsContext,
-                0,
-            )
-        };
-        if base.is_null() {
-            // The library closed cmd_fd and set errno.
-            return Err(errno());
-        }
-        let rctx = base.cast::<RxuContext>();
+        // SAFETY: dev and cmd_fd are what the library passed to
+        // alloc_context, as init requires.
+        let rctx = unsafe { init(lib, dev, cmd_fd)? };
         // SAFETY: rctx is the fresh, initialised allocation, not handed
         // out yet, as open requires.
         match unsafe { open(rctx, dev, lib) } {
@@ -67,6 +54,31 @@ pub unsafe extern "C" fn alloc_context(
     })
 }
 
+/// The library's allocation of a context for `dev` on `cmd_fd` (which it
+/// owns from here on, and closes if this fails).
+///
+/// # Safety
+/// `dev` must be a live rxu device; `cmd_fd` an fd the library hands over.
+pub unsafe fn init(lib: &Lib, dev: *mut IbvDevice, cmd_fd: c_int) -> OpResult<*mut RxuContext> {
+    // SAFETY: the C macro verbs_init_and_alloc_context passes the
+    // member's offset disguised as a pointer; the library calloc()s
+    // alloc_size bytes and initialises the verbs_context at that offset.
+    let base = unsafe {
+        (lib.init_and_alloc_context)(
+            dev,
+            cmd_fd,
+            size_of::<RxuContext>(),
+            offset_of!(RxuContext, vctx) as *mut VerbsContext,
+            0,
+        )
+    };
+    if base.is_null() {
+        // The library closed cmd_fd and set errno.
+        return Err(errno());
+    }
+    Ok(base.cast::<RxuContext>())
+}
+
 /// Checks the library's view of the context, connects to rxud, installs
 /// the ops and the fds.
 ///
@@ -74,6 +86,36 @@ pub unsafe extern "C" fn alloc_context(
 /// `rctx` must be a fresh RxuContext from `_verbs_init_and_alloc_context`,
 /// not yet handed to the application.
 unsafe fn open(rctx: *mut RxuContext, dev: *mut IbvDevice, lib: &'static Lib) -> OpResult<()> {
+    // SAFETY: dev is the live device being opened.
+    let name = unsafe { ibdev_name(dev) };
+    let client = Context::open(&name).map_err(|e| {
+        log_err!("cannot open {name}: {e}");
+        e.errno()
+    })?;
+    // SAFETY: rctx is live and only ours until returned (the contract).
+    let cmd_fd = unsafe { (*rctx).vctx.context.cmd_fd };
+    // SAFETY: the context's cmd_fd, open for the whole call.
+    let fd = unsafe { BorrowedFd::borrow_raw(cmd_fd) };
+    if let Err(e) = client.bind_cmd_fd(fd) {
+        // Only ibv_import_device needs it.
+        log_info!("{name}: the daemon does not know this context's cmd_fd ({e})");
+    }
+    // SAFETY: as this function's contract.
+    unsafe { install(rctx, dev, lib, client) }
+}
+
+/// Installs the state around an open client connection: checks the
+/// library's view of the context, picks the channel mode, sets the ops
+/// and the fds.
+///
+/// # Safety
+/// As [`open`].
+pub unsafe fn install(
+    rctx: *mut RxuContext,
+    dev: *mut IbvDevice,
+    lib: &'static Lib,
+    client: Context,
+) -> OpResult<()> {
     // SAFETY: rctx is live and only ours until returned (the contract).
     let vctx = unsafe { &mut (*rctx).vctx };
     let ctx = &mut vctx.context;
@@ -86,12 +128,7 @@ unsafe fn open(rctx: *mut RxuContext, dev: *mut IbvDevice, lib: &'static Lib) ->
         );
         return Err(libc::EPROTO);
     }
-    // SAFETY: dev is the live device being opened.
-    let name = unsafe { ibdev_name(dev) };
-    let client = Context::open(&name).map_err(|e| {
-        log_err!("cannot open {name}: {e}");
-        e.errno()
-    })?;
+    let name = client.device_name().to_owned();
     let async_fd = client.async_fd().ok_or(libc::EPROTO)?;
     // The library owns (and closes) context.async_fd; we keep ours.
     // SAFETY: fcntl on a valid fd we own.
@@ -99,7 +136,7 @@ unsafe fn open(rctx: *mut RxuContext, dev: *mut IbvDevice, lib: &'static Lib) ->
     if lib_async < 0 {
         return Err(errno());
     }
-    let mode = channel::choose_mode(ctx.cmd_fd);
+    let mode = channel::choose_mode(ctx.cmd_fd, preload::attach_cmd_fd);
     if mode == ChannelMode::Refuse {
         if let Err(e) = channel::make_cmd_fd_read_only(ctx.cmd_fd) {
             // SAFETY: lib_async is ours, not yet handed out.

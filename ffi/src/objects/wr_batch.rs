@@ -7,7 +7,7 @@
 use std::ffi::c_int;
 use std::ops::Range;
 
-use rxu_client::{send_flags, Sge, WrOpcode};
+use rxu_client::{send_flags, MwBind, Sge, WrOpcode};
 
 use crate::guard::OpResult;
 
@@ -26,6 +26,8 @@ pub struct Pending {
     pub inline: Option<Range<usize>>,
     /// (`struct ibv_ah *`, remote QPN, remote Q_Key)
     pub ud: Option<(usize, u32, u32)>,
+    /// BIND_MW.
+    pub bind: Option<MwBind>,
 }
 
 /// A batch being built.

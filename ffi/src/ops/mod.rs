@@ -14,11 +14,16 @@
 //! line that says "ours (ops: whose pointers)" refers to it.
 
 pub mod ah;
+pub mod clock;
 pub mod convert;
 pub mod cq;
 pub mod cq_ex;
+pub mod domain;
 pub mod events;
+pub mod import;
 pub mod mr;
+pub mod mw;
+pub mod odp;
 pub mod pd;
 pub mod post;
 pub mod qp;
@@ -34,17 +39,17 @@ use unsupported as un;
 /// Every slot is set, so no call falls through to libibverbs' silent
 /// placeholders.
 pub static OPS: VerbsContextOps = VerbsContextOps {
-    advise_mr: Some(un::advise_mr),
+    advise_mr: Some(odp::advise_mr),
     alloc_dm: Some(un::alloc_dm),
-    alloc_mw: Some(un::alloc_mw),
+    alloc_mw: Some(mw::alloc_mw),
     alloc_null_mr: Some(un::alloc_null_mr),
-    alloc_parent_domain: Some(un::alloc_parent_domain),
+    alloc_parent_domain: Some(domain::alloc_parent_domain),
     alloc_pd: Some(pd::alloc_pd),
     alloc_td: Some(un::alloc_td),
     async_event: Some(events::async_event),
     attach_counters_point_flow: Some(un::attach_counters_point_flow),
     attach_mcast: Some(qp::attach_mcast),
-    bind_mw: Some(un::bind_mw),
+    bind_mw: Some(mw::bind_mw),
     close_xrcd: Some(un::close_xrcd),
     cq_event: Some(events::cq_event),
     create_ah: Some(ah::create_ah),
@@ -59,7 +64,7 @@ pub static OPS: VerbsContextOps = VerbsContextOps {
     create_srq: Some(srq::create_srq),
     create_srq_ex: Some(srq::create_srq_ex),
     create_wq: Some(un::create_wq),
-    dealloc_mw: Some(un::dealloc_mw),
+    dealloc_mw: Some(mw::dealloc_mw),
     dealloc_pd: Some(pd::dealloc_pd),
     dealloc_td: Some(un::dealloc_td),
     dereg_mr: Some(mr::dereg_mr),
@@ -77,8 +82,8 @@ pub static OPS: VerbsContextOps = VerbsContextOps {
     free_dm: Some(un::free_dm),
     get_srq_num: Some(un::get_srq_num),
     import_dm: Some(un::import_dm),
-    import_mr: Some(un::import_mr),
-    import_pd: Some(un::import_pd),
+    import_mr: Some(import::import_mr),
+    import_pd: Some(import::import_pd),
     modify_cq: Some(un::modify_cq),
     modify_flow_action_esp: Some(un::modify_flow_action_esp),
     modify_qp: Some(qp::modify_qp),
@@ -97,17 +102,17 @@ pub static OPS: VerbsContextOps = VerbsContextOps {
     query_port: Some(query::query_port),
     query_qp: Some(qp::query_qp),
     query_qp_data_in_order: Some(un::query_qp_data_in_order),
-    query_rt_values: Some(un::query_rt_values),
+    query_rt_values: Some(clock::query_rt_values),
     query_srq: Some(srq::query_srq),
     read_counters: Some(un::read_counters),
     reg_dm_mr: Some(un::reg_dm_mr),
     reg_dmabuf_mr: Some(un::reg_dmabuf_mr),
     reg_mr: Some(mr::reg_mr),
     req_notify_cq: Some(cq::req_notify_cq),
-    rereg_mr: Some(un::rereg_mr),
+    rereg_mr: Some(mr::rereg_mr),
     resize_cq: Some(cq::resize_cq),
     set_ece: Some(un::set_ece),
     unimport_dm: Some(un::unimport_dm),
-    unimport_mr: Some(un::unimport_mr),
-    unimport_pd: Some(un::unimport_pd),
+    unimport_mr: Some(import::unimport_mr),
+    unimport_pd: Some(import::unimport_pd),
 };

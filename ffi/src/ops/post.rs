@@ -10,6 +10,7 @@ use crate::abi::{IbvQp, IbvRecvWr, IbvSendWr, IbvSrq};
 use crate::guard::{self, OpResult};
 use crate::log_info;
 use crate::objects::{client_ah, client_qp, rxu_srq};
+use crate::ops::mw::bind_of;
 
 /// The SGE array of a WR.
 ///
@@ -64,7 +65,26 @@ unsafe fn send_wr<'a>(w: &'a IbvSendWr, ud_qp: bool) -> OpResult<SendWr<'a>> {
             s.swap = w.wr.swap;
             s.rkey = w.wr.atomic_rkey as u32;
         }
+        // `invalidate_rkey`, host order.
+        Op::LOCAL_INV => s.imm_data = w.imm_data,
+        Op::BIND_MW => {
+            let mw = w.bind_mw();
+            if mw.is_null() {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: the WR names the application's live window (made by
+            // this provider, as the QP's context is ours).
+            let mw_rkey = unsafe { (*mw).rkey };
+            // SAFETY: bind_info.mr is the application's live MR, or null.
+            s.bind = Some(unsafe { bind_of(mw_rkey, w.bind_rkey(), &w.bind_info())? });
+        }
         _ => {}
+    }
+    if matches!(opcode, Op::LOCAL_INV | Op::BIND_MW) {
+        // Local operations move no data: their SGEs are ignored, as by
+        // rxe's provider.
+        s.sg_list = &[];
+        s.send_flags &= !rxu_client::send_flags::INLINE;
     }
     if ud_qp {
         let ah = w.ud_ah();

@@ -17,7 +17,7 @@ use crate::events::{self, Delivered, Kind};
 use crate::guard::{self, client_err, OpResult};
 use crate::log::unsupported;
 use crate::objects::wr_batch::Builder;
-use crate::objects::{client_qp, pd_of, rxu_cq, rxu_qp, rxu_srq, RxuQp};
+use crate::objects::{client_qp, domain_use, pd_of, rxu_cq, rxu_qp, rxu_srq, RxuQp};
 use crate::ops::convert::{cap_from_c, cap_to_c, qp_attr_from_c, qp_attr_to_c, qp_type_from_c};
 use crate::ops::qp_ex;
 
@@ -30,6 +30,8 @@ fn supported_send_ops(st: &CtxState) -> u64 {
         | send_ops::RDMA_READ
         | send_ops::ATOMIC_CMP_AND_SWP
         | send_ops::ATOMIC_FETCH_AND_ADD
+        | send_ops::LOCAL_INV
+        | send_ops::BIND_MW
         | send_ops::SEND_WITH_INV;
     if st.lib.has_atomic_write() {
         s |= send_ops::ATOMIC_WRITE;
@@ -101,6 +103,8 @@ unsafe fn create(
         sq_sig_all: a.sq_sig_all != 0,
         delivered: Delivered::default(),
         builder: Mutex::new(Builder::default()),
+        // SAFETY: pd is ours.
+        domain: unsafe { domain_use(pd) },
     });
     let p = Box::into_raw(slot).cast::<RxuQp>();
     // SAFETY: p is the fresh QP; its base lies at offset 0 and the

@@ -14,11 +14,12 @@ use std::sync::MutexGuard;
 
 use rxu_client::{send_flags, SendWr, Sge, UdDest, WrOpcode as Op};
 
-use crate::abi::{IbvAh, IbvDataBuf, IbvQpEx, VerbsQpArea, WrFlushFn};
+use crate::abi::{IbvAh, IbvDataBuf, IbvMw, IbvMwBindInfo, IbvQpEx, VerbsQpArea, WrFlushFn};
 use crate::guard::{self, OpResult};
 use crate::log::unsupported;
 use crate::objects::wr_batch::{push_inline, push_sges, Builder, Pending};
 use crate::objects::{client_ah, RxuQp};
+use crate::ops::mw::bind_of;
 use crate::version::Lib;
 
 /// Sets the `ibv_qp_ex` callbacks (and `wr_flush`/`wr_atomic_write` only
@@ -92,6 +93,7 @@ unsafe fn begin(qpx: *mut IbvQpEx, opcode: Op, f: impl FnOnce(&mut Pending)) {
             sges: at..at,
             inline: None,
             ud: None,
+            bind: None,
         };
         f(&mut p);
         b.wrs.push(p);
@@ -177,6 +179,7 @@ fn post_batch(r: &RxuQp, b: &Builder) -> OpResult<()> {
             swap: p.swap,
             ud,
             flush: 0,
+            bind: p.bind,
         };
         g.push(&wr).map_err(|e| e.errno())?;
     }
@@ -336,18 +339,30 @@ unsafe extern "C" fn wr_set_ud_addr(qpx: *mut IbvQpEx, ah: *mut IbvAh, qpn: u32,
     }
 }
 
+/// BIND_MW of `mw` to `info`, the window's key becoming `rkey`.
 unsafe extern "C" fn wr_bind_mw(
     qpx: *mut IbvQpEx,
-    _mw: *mut c_void,
-    _rkey: u32,
-    _info: *const c_void,
+    mw: *mut IbvMw,
+    rkey: u32,
+    info: *const IbvMwBindInfo,
 ) {
+    if mw.is_null() || info.is_null() {
+        // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
+        return unsafe { set(qpx, |_| Err(libc::EINVAL)) };
+    }
+    // SAFETY: the application's live window and bind description; the
+    // region in it, if any, is live too.
+    let b = unsafe { bind_of((*mw).rkey, rkey, &*info) };
     // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
-    unsafe { refuse(qpx, "ibv_wr_bind_mw (memory windows)") }
+    unsafe { begin(qpx, Op::BIND_MW, |p| p.bind = b.ok()) };
+    if b.is_err() {
+        // SAFETY: as above.
+        unsafe { set(qpx, |_| Err(libc::EINVAL)) };
+    }
 }
-unsafe extern "C" fn wr_local_inv(qpx: *mut IbvQpEx, _rkey: u32) {
+unsafe extern "C" fn wr_local_inv(qpx: *mut IbvQpEx, rkey: u32) {
     // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.
-    unsafe { refuse(qpx, "ibv_wr_local_inv") }
+    unsafe { begin(qpx, Op::LOCAL_INV, |p| p.imm = rkey) }
 }
 unsafe extern "C" fn wr_send_tso(qpx: *mut IbvQpEx, _hdr: *mut c_void, _sz: u16, _mss: u16) {
     // SAFETY: qpx is our QP's (ops: whose pointers), as batch requires.

@@ -1,13 +1,11 @@
 //! Verbs rxu does not offer: each says so in the log (once per process)
 //! and fails with EOPNOTSUPP, the code libibverbs' own placeholders use.
-//! Two are real answers rather than refusals: `query_qp_data_in_order`
-//! (0: no in-order guarantee promised) and `advise_mr` (prefetching is a
-//! hint; memory is always reached on demand).
+//! One is a real answer rather than a refusal: `query_qp_data_in_order`
+//! (0: no in-order guarantee promised).
 
 use std::ffi::{c_int, c_void};
 
-use crate::abi::consts::REREG_MR_ERR_INPUT;
-use crate::abi::{IbvContext, IbvMr, IbvPd, IbvQp, IbvSge, IbvSrq, VerbsMr};
+use crate::abi::{IbvContext, IbvMr, IbvPd, IbvQp, IbvSrq};
 use crate::guard::set_errno;
 use crate::log::unsupported;
 
@@ -34,17 +32,14 @@ macro_rules! stubs {
 
 stubs! {
     ptr alloc_dm(Ctx, V);
-    ptr alloc_mw(*mut IbvPd, c_int);
     ptr alloc_td(Ctx, V);
     int attach_counters_point_flow(V, V, V);
-    int bind_mw(*mut IbvQp, V, V);
     int close_xrcd(V);
     ptr create_counters(Ctx, V);
     ptr create_flow(*mut IbvQp, V);
     ptr create_flow_action_esp(Ctx, V);
     ptr create_rwq_ind_table(Ctx, V);
     ptr create_wq(Ctx, V);
-    int dealloc_mw(V);
     int dealloc_td(V);
     int destroy_counters(V);
     int destroy_flow(V);
@@ -61,36 +56,15 @@ stubs! {
     ptr open_qp(Ctx, V);
     ptr open_xrcd(Ctx, V);
     int query_ece(*mut IbvQp, V);
-    int query_rt_values(Ctx, V);
     int read_counters(V, *mut u64, u32, u32);
     ptr reg_dm_mr(*mut IbvPd, V, u64, usize, u32);
     ptr reg_dmabuf_mr(*mut IbvPd, u64, usize, u64, c_int, c_int);
     int set_ece(*mut IbvQp, V);
     void unimport_dm(V);
-    void unimport_mr(*mut IbvMr);
-    void unimport_pd(*mut IbvPd);
 }
 
 pub unsafe extern "C" fn alloc_null_mr(_pd: *mut IbvPd) -> *mut IbvMr {
     unsupported("alloc_null_mr");
-    set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
-}
-
-pub unsafe extern "C" fn alloc_parent_domain(_ctx: Ctx, _attr: V) -> *mut IbvPd {
-    unsupported("alloc_parent_domain");
-    set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
-}
-
-pub unsafe extern "C" fn import_mr(_pd: *mut IbvPd, _h: u32) -> *mut IbvMr {
-    unsupported("import_mr");
-    set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
-}
-
-pub unsafe extern "C" fn import_pd(_ctx: Ctx, _h: u32) -> *mut IbvPd {
-    unsupported("import_pd");
     set_errno(libc::EOPNOTSUPP);
     std::ptr::null_mut()
 }
@@ -105,35 +79,6 @@ pub unsafe extern "C" fn post_srq_ops(_srq: *mut IbvSrq, op: V, bad: *mut V) -> 
     libc::EOPNOTSUPP
 }
 
-/// `ibv_rereg_mr` returns the negative IBV_REREG_MR_ERR_* codes.
-pub unsafe extern "C" fn rereg_mr(
-    _mr: *mut VerbsMr,
-    _f: c_int,
-    _pd: *mut IbvPd,
-    _a: V,
-    _l: usize,
-    _acc: c_int,
-) -> c_int {
-    unsupported("rereg_mr");
-    set_errno(libc::EOPNOTSUPP);
-    REREG_MR_ERR_INPUT
-}
-
 pub unsafe extern "C" fn query_qp_data_in_order(_qp: *mut IbvQp, _op: c_int, _flags: u32) -> c_int {
     0
-}
-
-/// Prefetch advice (0..=2) is accepted as the no-op it is here.
-pub unsafe extern "C" fn advise_mr(
-    _pd: *mut IbvPd,
-    advice: c_int,
-    _flags: u32,
-    _sg: *mut IbvSge,
-    _n: u32,
-) -> c_int {
-    if (0..=2).contains(&advice) {
-        0
-    } else {
-        libc::EOPNOTSUPP
-    }
 }

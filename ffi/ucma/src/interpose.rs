@@ -1,14 +1,19 @@
-//! The libc entry points librdmacm reaches the device through: `open`
-//! (and its variants) of `/dev/infiniband/rdma_cm` makes a channel,
-//! `fstat` of one says "character device", `write` is a ucma command and
-//! `close` destroys the channel's ids. Every other call goes to the next
-//! definition (libc, or another preload) after one atomic bitmap load.
+//! The libc entry points librdmacm and libibverbs reach the devices
+//! through: `open` (and its variants) of `/dev/infiniband/rdma_cm` makes a
+//! channel, `fstat` of one says "character device", `write` is a ucma
+//! command and `close` destroys the channel's ids; `write` and `ioctl` on
+//! an rxu context's `cmd_fd` go to the uverbs emulation, and `close` of
+//! one of its completion channels forgets it. Every other call goes to
+//! the next definition (libc, or another preload) after a bitmap load or
+//! two.
 
-use std::ffi::{c_char, c_int, c_uint, c_void};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
+use crate::fdset::FdSet;
 use crate::shim::Shim;
+use crate::uverbs::{abi as uverbs_abi, shim::Device};
 
 /// The device librdmacm opens (`RDMA_CDEV_DIR "/rdma_cm"`).
 const RDMA_CM: &[u8] = b"/dev/infiniband/rdma_cm\0";
@@ -16,28 +21,28 @@ const RDMA_CM: &[u8] = b"/dev/infiniband/rdma_cm\0";
 const UCMA_MAJOR: u32 = 10;
 const UCMA_MINOR: u32 = 58;
 
-/// Channel fds: one bit per fd below `64 * WORDS`.
-const WORDS: usize = 1 << 14;
-static CHANNELS: [AtomicU64; WORDS] = [const { AtomicU64::new(0) }; WORDS];
+/// The uverbs device's one ioctl request number.
+const VERBS_IOCTL: c_ulong = uverbs_abi::RDMA_VERBS_IOCTL as c_ulong;
+
+/// rdma_cm channel fds.
+static CHANNELS: FdSet = FdSet::new();
+/// The uverbs emulation (cmd_fds of rxu contexts, completion channels).
+static UVERBS: Device = Device::new();
 
 fn is_channel(fd: c_int) -> bool {
-    let Ok(fd) = usize::try_from(fd) else {
-        return false;
-    };
-    CHANNELS
-        .get(fd / 64)
-        .is_some_and(|w| w.load(Ordering::Acquire) & (1 << (fd % 64)) != 0)
+    CHANNELS.contains(fd)
 }
 
 fn mark(fd: c_int, on: bool) {
-    let Ok(fd) = usize::try_from(fd) else { return };
-    if let Some(w) = CHANNELS.get(fd / 64) {
-        if on {
-            w.fetch_or(1 << (fd % 64), Ordering::AcqRel);
-        } else {
-            w.fetch_and(!(1 << (fd % 64)), Ordering::AcqRel);
-        }
+    if on {
+        CHANNELS.insert(fd);
+    } else {
+        CHANNELS.remove(fd);
     }
+}
+
+pub(crate) fn uverbs() -> &'static Device {
+    &UVERBS
 }
 
 fn shim() -> &'static Shim {
@@ -85,6 +90,7 @@ type FxstatFn = unsafe extern "C" fn(c_int, c_int, *mut libc::stat) -> c_int;
 type Fxstat64Fn = unsafe extern "C" fn(c_int, c_int, *mut libc::stat64) -> c_int;
 type WriteFn = unsafe extern "C" fn(c_int, *const c_void, usize) -> isize;
 type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
+type IoctlFn = unsafe extern "C" fn(c_int, c_ulong, *mut c_void) -> c_int;
 
 next_fn!(next_open, "open", OpenFn);
 next_fn!(next_open64, "open64", OpenFn);
@@ -98,6 +104,7 @@ next_fn!(next_fxstat, "__fxstat", FxstatFn);
 next_fn!(next_fxstat64, "__fxstat64", Fxstat64Fn);
 next_fn!(next_write, "write", WriteFn);
 next_fn!(next_close, "close", CloseFn);
+next_fn!(next_ioctl, "ioctl", IoctlFn);
 
 /// Whether `path` is exactly the ucma device.
 ///
@@ -345,6 +352,16 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize
             }
         };
     }
+    if UVERBS.is_cmd_fd(fd) {
+        match UVERBS.write(buf as u64, n) {
+            Ok(Some(r)) => return r,
+            Ok(None) => {}
+            Err(e) => {
+                set_errno(e);
+                return -1;
+            }
+        }
+    }
     match next_write() {
         // SAFETY: the next `write` with the caller's arguments.
         Some(f) => unsafe { f(fd, buf, n) },
@@ -361,10 +378,36 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         shim().close(fd);
         mark(fd, false);
     }
+    if UVERBS.is_cmd_fd(fd) || UVERBS.is_channel(fd) {
+        UVERBS.close(fd);
+    }
     match next_close() {
         // SAFETY: the next `close` with the caller's argument.
         Some(f) => unsafe { f(fd) },
         // SAFETY: the close syscall with the caller's argument.
         None => unsafe { libc::syscall(libc::SYS_close, fd) as c_int },
+    }
+}
+
+/// # Safety
+/// As ioctl(2). The third argument is variadic in C; on the supported ABIs
+/// a pointer-sized parameter reads the same register (see [`open`]).
+#[no_mangle]
+pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) -> c_int {
+    if request == VERBS_IOCTL && UVERBS.is_cmd_fd(fd) {
+        match UVERBS.ioctl(fd, arg as u64) {
+            Ok(Some(r)) => return r,
+            Ok(None) => {}
+            Err(e) => {
+                set_errno(e);
+                return -1;
+            }
+        }
+    }
+    match next_ioctl() {
+        // SAFETY: the next `ioctl` with the caller's arguments.
+        Some(f) => unsafe { f(fd, request, arg) },
+        // SAFETY: the ioctl syscall with the caller's arguments.
+        None => unsafe { libc::syscall(libc::SYS_ioctl, fd, request, arg) as c_int },
     }
 }

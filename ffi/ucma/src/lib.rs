@@ -10,21 +10,29 @@
 //!   ([`daemon`], the `Cm` messages of `rxu_abi::proto::cm`), and turning
 //!   event records into event responses ([`event`]);
 //! - [`shim`]: the process-wide lock and the blocking GET_EVENT;
-//! - `interpose`: the libc symbols (open, fstat, write, close) of the
-//!   preload library (feature `interpose`, on by default).
+//! - [`uverbs`]: the part of the uverbs device libibverbs uses without the
+//!   provider (completion channels, the async fd of an imported context),
+//!   for rxu contexts only;
+//! - `interpose`: the libc symbols (open, fstat, write, ioctl, close) of
+//!   the preload library, and `exports`: the functions the rxu provider
+//!   calls (feature `interpose`, on by default).
 
 pub mod abi;
 pub mod command;
 pub mod core;
 pub mod daemon;
 pub mod event;
+pub mod fdset;
 pub mod mem;
 pub mod netdev;
 pub mod shim;
 pub mod table;
+pub mod uverbs;
 
 #[cfg(test)]
 mod fake_daemon;
 
+#[cfg(all(feature = "interpose", not(test)))]
+mod exports;
 #[cfg(all(feature = "interpose", not(test)))]
 mod interpose;

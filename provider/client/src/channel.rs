@@ -40,6 +40,20 @@ impl CompChannel {
         })
     }
 
+    /// A channel over an existing socket pair (SOCK_SEQPACKET): `rd` the
+    /// end events are read from, `wr` the end they are written to — e.g.
+    /// a copy of the application's channel fd and of its peer, as the
+    /// uverbs emulation made them.
+    pub fn from_fds(rd: OwnedFd, wr: OwnedFd) -> CompChannel {
+        CompChannel {
+            inner: Arc::new(Inner {
+                rd,
+                wr,
+                received: AtomicU64::new(0),
+            }),
+        }
+    }
+
     /// The fd to poll (readable when an event waits). Blocking by default;
     /// callers may make it non-blocking.
     pub fn fd(&self) -> BorrowedFd<'_> {

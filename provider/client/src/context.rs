@@ -272,6 +272,27 @@ impl Context {
         }
     }
 
+    /// Tells the daemon the application's `cmd_fd` of this context, so that
+    /// [`Context::import_context`] on the same open file finds it.
+    pub fn bind_cmd_fd(&self, cmd_fd: BorrowedFd<'_>) -> Result<()> {
+        match self.call(&Request::BindCmdFd, &[cmd_fd])?.0 {
+            Response::Ok => Ok(()),
+            other => Err(unexpected("Ok", &other)),
+        }
+    }
+
+    /// `ibv_import_device`: this (fresh) context joins the one whose
+    /// `cmd_fd` is the same open file as `cmd_fd` — its PDs can then be
+    /// imported ([`Pd::import`](crate::Pd::import)) and its MRs queried
+    /// ([`Mr::import`](crate::Mr::import)). Fails with the daemon's
+    /// ENOENT when no context of this device was opened on that file.
+    pub fn import_context(&self, cmd_fd: BorrowedFd<'_>) -> Result<()> {
+        match self.call(&Request::ImportContext, &[cmd_fd])?.0 {
+            Response::Ok => Ok(()),
+            other => Err(unexpected("Ok", &other)),
+        }
+    }
+
     /// Asks the daemon to stop (refused while clients are open unless `force`).
     pub fn shutdown(&self, force: bool) -> Result<()> {
         self.call_ok(&Request::Shutdown { force })

@@ -90,6 +90,29 @@ pub unsafe fn reg_mr_iova(
 }
 
 impl Mr {
+    /// `ibv_import_mr`: MR `handle` of the context `pd`'s context imported
+    /// (its keys and length; its address is not known here, 0). Dropping
+    /// it releases nothing (`ibv_unimport_mr`); [`Mr::dereg`] destroys the
+    /// shared MR, as on a kernel.
+    pub fn import(pd: &Pd, handle: u32) -> Result<Mr> {
+        match pd.context().call(&Request::ImportMr { mr: handle }, &[])?.0 {
+            Response::ImportedMr {
+                lkey, rkey, len, ..
+            } => Ok(Mr {
+                pd: pd.clone(),
+                handle,
+                lkey,
+                rkey,
+                addr: 0,
+                len,
+                iova: 0,
+                access: 0,
+                live: false,
+            }),
+            other => Err(unexpected("ImportedMr", &other)),
+        }
+    }
+
     pub fn handle(&self) -> u32 {
         self.handle
     }
@@ -116,6 +139,54 @@ impl Mr {
     }
     pub fn pd(&self) -> &Pd {
         &self.pd
+    }
+
+    /// `ibv_rereg_mr`: a new PD, range and access flags, each when given
+    /// (the keys stay). On failure nothing changed.
+    ///
+    /// # Safety
+    /// With a new range, as [`reg_mr`] for `[addr, addr+len)`.
+    pub unsafe fn rereg(
+        &mut self,
+        pd: Option<&Pd>,
+        range: Option<(*mut u8, usize)>,
+        access: Option<u32>,
+    ) -> Result<()> {
+        let mut flags = 0;
+        if range.is_some() {
+            flags |= 1;
+        }
+        if pd.is_some() {
+            flags |= 2;
+        }
+        if access.is_some() {
+            flags |= 4;
+        }
+        let (addr, len) = range.map_or((0, 0), |(a, l)| (a as usize as u64, l as u64));
+        let req = Request::ReregMr {
+            mr: self.handle,
+            flags,
+            pd: pd.map_or(0, Pd::handle),
+            addr,
+            len,
+            access: access.unwrap_or(0),
+        };
+        match self.pd.context().call(&req, &[])?.0 {
+            Response::Mr { lkey, rkey, .. } => {
+                (self.lkey, self.rkey) = (lkey, rkey);
+                if let Some(p) = pd {
+                    self.pd = p.clone();
+                }
+                if range.is_some() {
+                    (self.addr, self.len, self.iova) = (addr, len, addr);
+                }
+                if let Some(a) = access {
+                    self.access = a;
+                }
+                Ok(())
+            }
+            other => Err(unexpected("Mr", &other)),
+        }
     }
 
     fn dereg_inner(&mut self) -> Result<()> {

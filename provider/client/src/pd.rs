@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use super::context::{unexpected, Context};
 use super::error::{Error, Result};
-use rxu_abi::proto::{Request, Response};
+use super::placement::RingAlloc;
+use rxu_abi::proto::{MrRange, Request, Response, MAX_ADVISE_RANGES};
+use transport::verbs::Sge;
 
 /// A protection domain. Clones share it; MRs, QPs and SRQs hold a clone, so
 /// the daemon object goes away only after everything created in it.
@@ -22,6 +24,12 @@ struct PdInner {
     /// Address handles in it: client-side only, so the daemon cannot
     /// refuse the dealloc for them; [`Pd::dealloc`] does.
     ahs: AtomicUsize,
+    /// Where the rings of QPs and SRQs created through this handle are
+    /// mapped (a parent domain's allocator); `None`: mappings of their own.
+    rings: Option<Arc<dyn RingAlloc>>,
+    /// For a handle made by [`Pd::with_ring_alloc`]: the PD it stands for
+    /// (kept alive by it; this handle never deallocates it).
+    base: Option<Pd>,
 }
 
 impl Pd {
@@ -33,10 +41,51 @@ impl Pd {
                     handle: pd,
                     live: AtomicBool::new(true),
                     ahs: AtomicUsize::new(0),
+                    rings: None,
+                    base: None,
                 }),
             }),
             other => Err(unexpected("Pd", &other)),
         }
+    }
+
+    /// The same PD, with the rings of the QPs and SRQs created through
+    /// the returned handle placed in memory from `rings` (a parent domain
+    /// with custom allocators).
+    pub fn with_ring_alloc(&self, rings: Arc<dyn RingAlloc>) -> Pd {
+        let base = self.inner.base.clone().unwrap_or_else(|| self.clone());
+        Pd {
+            inner: Arc::new(PdInner {
+                ctx: self.inner.ctx.clone(),
+                handle: self.inner.handle,
+                live: AtomicBool::new(false),
+                ahs: AtomicUsize::new(0),
+                rings: Some(rings),
+                base: Some(base),
+            }),
+        }
+    }
+
+    /// The ring allocator of this handle, if any.
+    pub fn ring_alloc(&self) -> Option<&Arc<dyn RingAlloc>> {
+        self.inner.rings.as_ref()
+    }
+
+    /// `ibv_import_pd`: PD `handle` of the context `ctx` imported. Dropping
+    /// it releases nothing (`ibv_unimport_pd`); [`Pd::dealloc`] destroys
+    /// the shared PD, as on a kernel.
+    pub fn import(ctx: &Context, handle: u32) -> Result<Pd> {
+        ctx.call_ok(&Request::ImportPd { pd: handle })?;
+        Ok(Pd {
+            inner: Arc::new(PdInner {
+                ctx: ctx.clone(),
+                handle,
+                live: AtomicBool::new(false),
+                ahs: AtomicUsize::new(0),
+                rings: None,
+                base: None,
+            }),
+        })
     }
 
     /// The daemon's PD number.
@@ -48,10 +97,37 @@ impl Pd {
         &self.inner.ctx
     }
 
+    /// `ibv_advise_mr`: advice (`enum ibv_advise_mr_advice`) about ranges
+    /// of on-demand regions of this PD; `flags` `IBV_ADVISE_MR_FLAG_FLUSH`
+    /// makes it synchronous. The errnos are mlx5's (rxud checks).
+    pub fn advise_mr(&self, advice: u32, flags: u32, sges: &[Sge]) -> Result<()> {
+        if sges.is_empty() || sges.len() > MAX_ADVISE_RANGES {
+            return Err(Error::Invalid("advise_mr: 1 to 256 ranges"));
+        }
+        let ranges = sges
+            .iter()
+            .map(|s| MrRange {
+                addr: s.addr,
+                len: s.length,
+                lkey: s.lkey,
+            })
+            .collect();
+        self.inner.ctx.call_ok(&Request::AdviseMr {
+            pd: self.inner.handle,
+            advice,
+            flags,
+            ranges,
+        })
+    }
+
     /// Deallocates now, reporting errors (EBUSY while objects use it,
     /// address handles included, as the kernel counts them). On failure
     /// the PD is handed back unchanged.
     pub fn dealloc(self) -> Result<(), (Pd, Error)> {
+        if self.inner.base.is_some() {
+            let e = Error::Invalid("deallocate the PD a ring-allocator handle stands for");
+            return Err((self, e));
+        }
         if self.inner.ahs.load(Ordering::Acquire) > 0 {
             return Err((self, Error::Busy("address handles use the PD")));
         }
@@ -71,7 +147,10 @@ impl Pd {
 pub(crate) struct AhUse(Pd);
 
 impl AhUse {
+    /// Counted in the PD itself, also when made through a parent
+    /// domain's handle.
     pub(crate) fn new(pd: &Pd) -> AhUse {
+        let pd = pd.inner.base.as_ref().unwrap_or(pd);
         pd.inner.ahs.fetch_add(1, Ordering::AcqRel);
         AhUse(pd.clone())
     }

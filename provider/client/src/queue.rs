@@ -20,6 +20,8 @@ use transport::qp::{send_flags, WcOpcode};
 pub(crate) struct SendQueue {
     producer: Producer,
     lim: SqLimits,
+    /// WRs outstanding at most: the QP's max_send_wr (see [`Shadow`]).
+    max_wr: u32,
     /// Inline bytes gathered from SGEs (C callers), reused across posts.
     gathered: Vec<u8>,
     /// Every WR completes with a CQE (the QP's sq_sig_all).
@@ -29,7 +31,7 @@ pub(crate) struct SendQueue {
 }
 
 impl SendQueue {
-    pub(crate) fn new(producer: Producer, lim: SqLimits) -> Result<SendQueue> {
+    pub(crate) fn new(producer: Producer, lim: SqLimits, max_wr: u32) -> Result<SendQueue> {
         if producer.slot_size() < SEND_HDR {
             return Err(Error::Protocol(format!(
                 "send ring slots of {} bytes",
@@ -40,6 +42,7 @@ impl SendQueue {
         Ok(SendQueue {
             producer,
             lim,
+            max_wr,
             gathered: Vec::new(),
             sig_all: false,
             shadow,
@@ -59,6 +62,7 @@ impl SendQueue {
         let SendQueue {
             producer,
             lim,
+            max_wr,
             gathered,
             sig_all,
             shadow,
@@ -91,6 +95,9 @@ impl SendQueue {
         if send_slot_bytes(wr, inline_len) > producer.slot_size() {
             return Err(Error::Invalid("work request does not fit the send slot"));
         }
+        if shadow.len() >= *max_wr as usize {
+            return Err(Error::QueueFull);
+        }
         let Some(mut slot) = producer.reserve()? else {
             return Err(Error::QueueFull);
         };
@@ -108,18 +115,26 @@ impl SendQueue {
         shadow.posted_send(wr.wr_id, wr.opcode, signaled);
         Ok(())
     }
+
+    /// WRs that may be posted now.
+    fn room(&self) -> Result<u32> {
+        let left = self.max_wr.saturating_sub(self.shadow.len() as u32);
+        Ok(self.producer.free_slots()?.min(left))
+    }
 }
 
 /// A receive ring (RQ or SRQ).
 pub(crate) struct RecvQueue {
     producer: Producer,
     max_sge: u32,
+    /// Receives outstanding at most (RQ: the QP's max_recv_wr).
+    max_wr: u32,
     /// None for an SRQ (its completions cannot be told apart per WR).
     shadow: Option<Shadow>,
 }
 
 impl RecvQueue {
-    pub(crate) fn new(producer: Producer, max_sge: u32) -> Result<RecvQueue> {
+    pub(crate) fn new(producer: Producer, max_sge: u32, max_wr: u32) -> Result<RecvQueue> {
         if producer.slot_size() < RECV_HDR {
             return Err(Error::Protocol(format!(
                 "receive ring slots of {} bytes",
@@ -130,11 +145,27 @@ impl RecvQueue {
         Ok(RecvQueue {
             producer,
             max_sge,
+            max_wr,
             shadow,
         })
     }
 
-    /// Keeps no record of what is outstanding (SRQs).
+    /// Posts go to `producer` from now on: the SRQ's ring after a resize
+    /// (the daemon carried the unread receives over).
+    pub(crate) fn replace_ring(&mut self, producer: Producer) -> Result<()> {
+        if producer.slot_size() < self.producer.slot_size() {
+            return Err(Error::Protocol(format!(
+                "resized receive ring slots of {} bytes, were {}",
+                producer.slot_size(),
+                self.producer.slot_size()
+            )));
+        }
+        self.producer = producer;
+        Ok(())
+    }
+
+    /// Keeps no record of what is outstanding (SRQs): only the ring
+    /// bounds what is posted.
     pub(crate) fn untracked(mut self) -> RecvQueue {
         self.shadow = None;
         self
@@ -144,6 +175,13 @@ impl RecvQueue {
         let n = wr.sg_list.len();
         if n > self.max_sge as usize || RECV_HDR + n * SGE_SIZE > self.producer.slot_size() {
             return Err(Error::Invalid("more SGEs than max_recv_sge"));
+        }
+        if self
+            .shadow
+            .as_ref()
+            .is_some_and(|sh| sh.len() >= self.max_wr as usize)
+        {
+            return Err(Error::QueueFull);
         }
         let Some(mut slot) = self.producer.reserve()? else {
             return Err(Error::QueueFull);
@@ -157,6 +195,14 @@ impl RecvQueue {
             sh.posted_recv(wr.wr_id);
         }
         Ok(())
+    }
+
+    fn room(&self) -> Result<u32> {
+        let free = self.producer.free_slots()?;
+        Ok(match &self.shadow {
+            Some(sh) => free.min(self.max_wr.saturating_sub(sh.len() as u32)),
+            None => free,
+        })
     }
 }
 
@@ -271,9 +317,9 @@ impl<'a> SqGuard<'a> {
         Ok(())
     }
 
-    /// Free slots right now.
+    /// WRs that may be posted right now (ENOMEM beyond).
     pub fn free_slots(&self) -> Result<u32> {
-        Ok(self.q.producer.free_slots()?)
+        self.q.room()
     }
 }
 
@@ -312,8 +358,9 @@ impl<'a> RqGuard<'a> {
         Ok(())
     }
 
+    /// Receives that may be posted right now (ENOMEM beyond).
     pub fn free_slots(&self) -> Result<u32> {
-        Ok(self.q.producer.free_slots()?)
+        self.q.room()
     }
 }
 
@@ -357,7 +404,7 @@ mod tests {
             max_sge: 2,
             max_inline: 32,
         };
-        let q = SendQueue::new(Ring::attach(&fd).unwrap().into_producer(), lim).unwrap();
+        let q = SendQueue::new(Ring::attach(&fd).unwrap().into_producer(), lim, slots).unwrap();
         (Mutex::new(q), ring.into_consumer())
     }
 
@@ -467,7 +514,7 @@ mod tests {
                     max_sge: 2,
                     max_inline: 32,
                 };
-                let q = SendQueue::new(Ring::attach(&fd).unwrap().into_producer(), lim).unwrap();
+                let q = SendQueue::new(Ring::attach(&fd).unwrap().into_producer(), lim, 8).unwrap();
                 let q = Mutex::new(q);
                 let mut c = ring.into_consumer();
                 let mut wr = SendWr {
@@ -509,7 +556,7 @@ mod tests {
             max_inline: 32,
         };
         let q =
-            Mutex::new(SendQueue::new(Ring::attach(&fd).unwrap().into_producer(), lim).unwrap());
+            Mutex::new(SendQueue::new(Ring::attach(&fd).unwrap().into_producer(), lim, 4).unwrap());
         let mut c = ring.into_consumer();
         let bell = Doorbell::new().unwrap();
         let wr = SendWr {
@@ -522,10 +569,40 @@ mod tests {
         assert!(pop_send(&mut c).is_none());
     }
 
+    /// SRQ resize: after the swap posts land in the new ring only, and a
+    /// ring with smaller slots is refused.
+    #[test]
+    fn replaced_ring_takes_the_posts() {
+        let (old, fd) = Ring::create("rxu-client-test", 128, 2).unwrap();
+        let rq = RecvQueue::new(Ring::attach(&fd).unwrap().into_producer(), 2, 2).unwrap();
+        let q = Mutex::new(rq.untracked());
+        let bell = Doorbell::new().unwrap();
+        post_recvs(RqGuard::new(&q, &bell, true), &[RecvWr::new(1, &[])]).unwrap();
+        let (small, sfd) = Ring::create("rxu-client-test", 64, 8).unwrap();
+        let p = Ring::attach(&sfd).unwrap().into_producer();
+        assert!(q.lock().unwrap().replace_ring(p).is_err());
+        drop(small);
+        let (new, nfd) = Ring::create("rxu-client-test", 128, 8).unwrap();
+        let p = Ring::attach(&nfd).unwrap().into_producer();
+        q.lock().unwrap().replace_ring(p).unwrap();
+        let wrs: Vec<_> = (2..6).map(|id| RecvWr::new(id, &[])).collect();
+        post_recvs(RqGuard::new(&q, &bell, true), &wrs).unwrap();
+        let (mut old, mut new) = (old.into_consumer(), new.into_consumer());
+        let mut b = vec![0u8; new.slot_size()];
+        let mut ids = Vec::new();
+        while new.try_pop(&mut b).unwrap() {
+            ids.push(RecvSlot::new_checked(&b[..]).unwrap().wr_id());
+        }
+        assert_eq!(ids, [2, 3, 4, 5]);
+        assert_eq!(old.len().unwrap(), 1, "only the post before the swap");
+        assert!(old.try_pop(&mut b).unwrap());
+    }
+
     #[test]
     fn receives_land_in_the_ring() {
         let (ring, fd) = Ring::create("rxu-client-test", abi::recv_slot_size(2), 4).unwrap();
-        let q = Mutex::new(RecvQueue::new(Ring::attach(&fd).unwrap().into_producer(), 2).unwrap());
+        let q =
+            Mutex::new(RecvQueue::new(Ring::attach(&fd).unwrap().into_producer(), 2, 4).unwrap());
         let mut c = ring.into_consumer();
         let bell = Doorbell::new().unwrap();
         let sge = [Sge {
@@ -541,5 +618,86 @@ mod tests {
         let r = RecvSlot::new_checked(&b[..]).unwrap();
         assert_eq!((r.wr_id(), r.sges().len()), (1, 2));
         assert!(!c.try_pop(&mut b).unwrap());
+    }
+
+    fn wc(wr_id: u64, opcode: WcOpcode) -> Wc {
+        Wc {
+            wr_id,
+            opcode: opcode as u32,
+            ..Wc::default()
+        }
+    }
+
+    /// rdma-core's test_full_rq_bad_flow: max_recv_wr receives, then
+    /// ENOMEM, though the ring (a power of two) has room and the daemon
+    /// has taken the first ones out of it. A polled completion frees one.
+    #[test]
+    fn receives_beyond_max_recv_wr_are_enomem_until_one_is_polled() {
+        let (ring, fd) = Ring::create("rxu-client-test", abi::recv_slot_size(1), 8).unwrap();
+        let rq = RecvQueue::new(Ring::attach(&fd).unwrap().into_producer(), 1, 5).unwrap();
+        let (sq, _sq_ring) = sq(4);
+        let wq = WorkQueues {
+            sq,
+            rq: Some(Mutex::new(rq)),
+        };
+        let mut c = ring.into_consumer();
+        let bell = Doorbell::new().unwrap();
+        let post = |id| {
+            post_recvs(
+                RqGuard::new(wq.rq.as_ref().unwrap(), &bell, true),
+                &[RecvWr::new(id, &[])],
+            )
+        };
+        for id in 0..5 {
+            post(id).unwrap();
+        }
+        // The daemon moved them all on: the ring is empty, the QP full.
+        let mut b = vec![0u8; c.slot_size()];
+        while c.try_pop(&mut b).unwrap() {}
+        let g = RqGuard::new(wq.rq.as_ref().unwrap(), &bell, true);
+        assert_eq!(g.free_slots().unwrap(), 0);
+        drop(g);
+        assert_eq!(post(5).unwrap_err().errno(), libc::ENOMEM);
+        wq.completed(&wc(0, WcOpcode::Recv));
+        post(5).unwrap();
+        assert_eq!(post(6).unwrap_err().errno(), libc::ENOMEM);
+    }
+
+    /// Sends count until a polled completion covers them: a signaled one
+    /// frees itself and the unsignaled ones before it.
+    #[test]
+    fn sends_beyond_max_send_wr_are_enomem_until_polled() {
+        let (ring, fd) = Ring::create("rxu-client-test", abi::send_slot_size(2, 32), 8).unwrap();
+        let lim = SqLimits {
+            qp_type: QpType::Rc,
+            max_sge: 2,
+            max_inline: 32,
+        };
+        let sq = SendQueue::new(Ring::attach(&fd).unwrap().into_producer(), lim, 3).unwrap();
+        let wq = WorkQueues {
+            sq: Mutex::new(sq),
+            rq: None,
+        };
+        let mut c = ring.into_consumer();
+        let bell = Doorbell::new().unwrap();
+        let post = |wr: SendWr<'_>| post_sends(SqGuard::new(&wq.sq, &bell, true), &[wr]);
+        post(SendWr::send(1, &[])).unwrap();
+        post(SendWr::send(2, &[]).signaled()).unwrap();
+        post(SendWr::send(3, &[])).unwrap();
+        let mut b = vec![0u8; c.slot_size()];
+        while c.try_pop(&mut b).unwrap() {}
+        assert_eq!(SqGuard::new(&wq.sq, &bell, true).free_slots().unwrap(), 0);
+        assert_eq!(
+            post(SendWr::send(4, &[])).unwrap_err().errno(),
+            libc::ENOMEM
+        );
+        wq.completed(&wc(2, WcOpcode::Send));
+        assert_eq!(SqGuard::new(&wq.sq, &bell, true).free_slots().unwrap(), 2);
+        post(SendWr::send(4, &[])).unwrap();
+        post(SendWr::send(5, &[])).unwrap();
+        assert_eq!(
+            post(SendWr::send(6, &[])).unwrap_err().errno(),
+            libc::ENOMEM
+        );
     }
 }

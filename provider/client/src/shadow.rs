@@ -1,9 +1,15 @@
 //! What a queue has outstanding, as the client sees it: every posted work
-//! request until the CQ says it completed. Only used if the daemon dies:
-//! then nothing will ever complete them, and polling hands each one back
-//! as a WR_FLUSH_ERR completion (as a NIC flushes its queues when it
-//! enters the error state), so an application waiting for its work learns
-//! its fate instead of waiting forever.
+//! request until the CQ says it completed. Two uses:
+//! - its length bounds posting: a QP takes at most max_send_wr sends and
+//!   max_recv_wr receives outstanding, then ENOMEM (rxe's queue-full
+//!   answer). As with hardware providers (mlx5 frees a slot when the poll
+//!   returns its completion) a WR counts until its completion is polled;
+//!   the rings alone would take up to twice as many, as the daemon moves
+//!   WRs from the ring into the transport's queues before they complete.
+//! - if the daemon dies, nothing will ever complete them: polling hands
+//!   each one back as a WR_FLUSH_ERR completion (as a NIC flushes its
+//!   queues when it enters the error state), so an application waiting for
+//!   its work learns its fate instead of waiting forever.
 //!
 //! Completions of one queue come in posting order (sends of a QP, receives
 //! of a QP; the engine keeps that order, errors and flushes included):
@@ -15,8 +21,8 @@
 //!   WRs that succeeded just before it cannot be told apart when wr_ids
 //!   repeat; at worst one of them is flushed too many).
 //!
-//! Bounded: a queue never holds more than its ring plus the engine's
-//! queue; entries beyond `cap` (CQEs lost to a CQ overrun) drop the oldest.
+//! Bounded: a queue never holds more than max_wr entries; `cap` is a
+//! backstop (entries beyond it drop the oldest).
 
 use std::collections::VecDeque;
 
@@ -93,7 +99,7 @@ impl Shadow {
         self.q.clear();
     }
 
-    #[cfg(test)]
+    /// WRs outstanding: posted, and not yet seen completed by a poll.
     pub(crate) fn len(&self) -> usize {
         self.q.len()
     }

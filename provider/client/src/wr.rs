@@ -10,7 +10,7 @@ use super::ah::Ah;
 use super::error::{Error, Result};
 use rxu_abi::proto::abi::{RecvSlot, SendSlot, RECV_HDR, SEND_HDR, SGE_SIZE};
 use rxu_abi::proto::QpType;
-use transport::qp::send_flags;
+use transport::qp::{send_flags, MwBind};
 use transport::verbs::{WrKind, WrOpcode};
 
 pub use transport::verbs::Sge;
@@ -49,6 +49,8 @@ pub struct SendWr<'a> {
     pub ud: Option<UdDest<'a>>,
     /// FLUSH: placement type | selectivity level << 8.
     pub flush: u32,
+    /// BIND_MW: what to bind (`imm_data`, `rkey` and the rest unused).
+    pub bind: Option<MwBind>,
 }
 
 impl<'a> SendWr<'a> {
@@ -134,6 +136,30 @@ impl<'a> SendWr<'a> {
             rkey,
             compare_add: add,
             ..Self::op(wr_id, WrOpcode::ATOMIC_FETCH_AND_ADD, sg_list)
+        }
+    }
+
+    /// LOCAL_INV of `rkey`.
+    pub fn local_inv(wr_id: u64, rkey: u32) -> Self {
+        SendWr {
+            imm_data: rkey,
+            ..Self::op(wr_id, WrOpcode::LOCAL_INV, &[])
+        }
+    }
+
+    /// SEND with invalidate of the peer's `rkey`.
+    pub fn send_inv(wr_id: u64, sg_list: &'a [Sge], rkey: u32) -> Self {
+        SendWr {
+            imm_data: rkey,
+            ..Self::op(wr_id, WrOpcode::SEND_WITH_INV, sg_list)
+        }
+    }
+
+    /// BIND_MW (type 2 windows; type 1 is bound the same way underneath).
+    pub fn bind_mw(wr_id: u64, bind: MwBind) -> Self {
+        SendWr {
+            bind: Some(bind),
+            ..Self::op(wr_id, WrOpcode::BIND_MW, &[])
         }
     }
 
@@ -243,7 +269,13 @@ pub(crate) fn check_send(wr: &SendWr<'_>, lim: &SqLimits, inline_len: Option<usi
         WrKind::AtomicWrite if len != 8 => {
             return Err(Error::Invalid("ATOMIC_WRITE moves exactly 8 bytes"));
         }
+        WrKind::LocalOp if len != 0 || !wr.sg_list.is_empty() => {
+            return Err(Error::Invalid("local operations carry no data"));
+        }
         _ => {}
+    }
+    if wr.opcode == WrOpcode::BIND_MW && wr.bind.is_none() {
+        return Err(Error::Invalid("BIND_MW without a binding"));
     }
     Ok(())
 }
@@ -272,6 +304,16 @@ pub(crate) fn send_header(wr: &SendWr<'_>, inline_len: Option<usize>) -> [u8; SE
     h.set_compare_add(wr.compare_add);
     h.set_swap(wr.swap);
     h.set_flush(wr.flush);
+    if let Some(b) = &wr.bind {
+        // abi: the window's key in rkey, the new one in imm_data, the
+        // length in compare_add.
+        h.set_rkey(b.mw_rkey);
+        h.set_imm_data(b.new_rkey);
+        h.set_remote_addr(b.addr);
+        h.set_compare_add(b.len);
+        h.set_bind_lkey(b.mr_lkey);
+        h.set_bind_access(b.access);
+    }
     if let Some(ud) = &wr.ud {
         let av = ud.ah.attr();
         h.set_ud_qpn(ud.remote_qpn);
@@ -394,6 +436,44 @@ mod tests {
         assert_eq!(got.ud_gid(), [9; 16]);
         assert_eq!(got.ud_flow_label(), 0x12345);
         assert_eq!(got.imm_data(), 0x0102_0304);
+    }
+
+    #[test]
+    fn bind_and_local_inv_encoding() {
+        let b = MwBind {
+            mw_rkey: 0x1234_5600,
+            new_rkey: 0x1234_5601,
+            mr_lkey: 0xabcd,
+            addr: 0x7000,
+            len: 4096,
+            access: 6,
+        };
+        let wr = SendWr::bind_mw(8, b).signaled();
+        assert!(check_send(&wr, &RC, None).is_ok());
+        let bytes = encode(&wr, None);
+        let got = SendSlot::new_checked(&bytes[..]).unwrap();
+        assert_eq!(got.opcode(), WrOpcode::BIND_MW);
+        assert_eq!((got.rkey(), got.imm_data()), (0x1234_5600, 0x1234_5601));
+        assert_eq!((got.remote_addr(), got.compare_add()), (0x7000, 4096));
+        assert_eq!((got.bind_lkey(), got.bind_access()), (0xabcd, 6));
+        assert_eq!(got.num_sge(), 0);
+        let inv = SendWr::local_inv(9, 0x55);
+        assert!(check_send(&inv, &RC, None).is_ok());
+        let got = encode(&inv, None);
+        let got = SendSlot::new_checked(&got[..]).unwrap();
+        assert_eq!((got.opcode(), got.imm_data()), (WrOpcode::LOCAL_INV, 0x55));
+        let ud = SqLimits {
+            qp_type: QpType::Ud,
+            ..RC
+        };
+        assert!(check_send(&inv, &ud, None).is_err(), "no local ops on UD");
+        let mut nobind = SendWr::bind_mw(1, b);
+        nobind.bind = None;
+        assert!(check_send(&nobind, &RC, None).is_err());
+        let one = [Sge::default()];
+        let mut with_data = SendWr::local_inv(1, 2);
+        with_data.sg_list = &one;
+        assert!(check_send(&with_data, &RC, None).is_err());
     }
 
     #[test]

@@ -25,6 +25,9 @@ pub struct Dev {
     rt: PathBuf,
     rxu: PathBuf,
     pub env: HashMap<String, String>,
+    /// The runtime dir is this device's own (removed on drop); false for
+    /// a device brought up beside another ([`Dev::up_beside`]).
+    owns_rt: bool,
 }
 
 impl Dev {
@@ -77,7 +80,32 @@ impl Dev {
             rt,
             rxu,
             env,
+            owns_rt: true,
         })
+    }
+
+    /// A second device in this one's runtime dir and device tree, so one
+    /// program sees both (same environment). Drop it before this one.
+    pub fn up_beside(&self, name: &str, addr: &str) -> Dev {
+        let out = Command::new(&self.rxu)
+            .args(["up", "--addr", addr, "--name", name])
+            .env("RXU_RUNTIME_DIR", &self.rt)
+            .output()
+            .expect("run rxu up");
+        assert!(
+            out.status.success(),
+            "rxu up --addr {addr} --name {name}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Dev {
+            name: name.to_owned(),
+            addr: addr.to_owned(),
+            rt: self.rt.clone(),
+            rxu: self.rxu.clone(),
+            env: self.env.clone(),
+            owns_rt: false,
+        }
     }
 
     /// A command with the device's environment.
@@ -96,6 +124,30 @@ impl Dev {
         let mut c = self.cmd(prog);
         c.args(args);
         Run::finish(spawn(c), limit, format!("{prog} {}", args.join(" ")))
+    }
+
+    /// Like [`Dev::run`], with environment changes: `Some(v)` sets a
+    /// variable, `None` removes it (e.g. LD_PRELOAD).
+    pub fn run_env(
+        &self,
+        prog: &str,
+        args: &[&str],
+        env: &[(&str, Option<&str>)],
+        limit: Duration,
+    ) -> Run {
+        let mut c = self.cmd(prog);
+        c.args(args);
+        for (k, v) in env {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        Run::finish(
+            spawn(c),
+            limit,
+            format!("{prog} {} ({env:?})", args.join(" ")),
+        )
     }
 
     /// A server and a client of the same program: the server first, the
@@ -260,7 +312,9 @@ impl Drop for Dev {
             .args(["down", "--name", &self.name, "--force"])
             .env("RXU_RUNTIME_DIR", &self.rt)
             .output();
-        let _ = std::fs::remove_dir_all(&self.rt);
+        if self.owns_rt {
+            let _ = std::fs::remove_dir_all(&self.rt);
+        }
     }
 }
 

@@ -45,6 +45,8 @@ pub struct RecvMeta {
     /// IPv4 TOS / IPv6 traffic class, TTL / hop limit, when reported.
     pub tos: Option<u8>,
     pub ttl: Option<u8>,
+    /// IPv6 flow label (IPV6_FLOWINFO), when reported.
+    pub flow_label: Option<u32>,
     /// Segment index within a GRO datagram (0 otherwise): an rxu GSO
     /// sender gave segment `k` the IPv4 ID `k`.
     pub seg: u16,
@@ -423,6 +425,18 @@ impl<M: Memory> Endpoint<M> {
         Ok(())
     }
 
+    /// Changes how many receive WQEs the SRQ holds at most. The WQEs it
+    /// holds stay, in order; fewer room than that is refused with
+    /// [`EngineError::SrqFull`] and changes nothing.
+    pub fn resize_srq(&mut self, srq: u32, max_wr: u32) -> Result<(), EngineError> {
+        let s = self.srqs.get_mut(&srq).ok_or(EngineError::NoSrq(srq))?;
+        if s.q.len() > max_wr as usize {
+            return Err(EngineError::SrqFull(srq));
+        }
+        s.max = max_wr as usize;
+        Ok(())
+    }
+
     /// Destroys an SRQ; its QPs find no receive WQEs from then on.
     pub fn destroy_srq(&mut self, srq: u32) -> Result<(), EngineError> {
         self.srqs
@@ -467,24 +481,34 @@ impl<M: Memory> Endpoint<M> {
             }
         }
         let to = SocketAddr::new(dst, meta.dst_port);
-        match icrc::verify_received(meta.src, to, meta.seg, buf) {
-            ReceivedIcrc::Valid => {}
-            ReceivedIcrc::ValidOtherId(_) => self.counters.icrc_nonzero_id += 1,
+        let ip_id = match icrc::verify_received(meta.src, to, meta.seg, buf) {
+            ReceivedIcrc::Valid(id) => id,
+            ReceivedIcrc::ValidOtherId(id) => {
+                self.counters.icrc_nonzero_id += 1;
+                id
+            }
             ReceivedIcrc::Invalid => {
                 self.counters.icrc_errors += 1;
                 return;
             }
-        }
+        };
+        let rx = RxMeta {
+            src: meta.src.ip(),
+            src_port: meta.src.port(),
+            dst,
+            tos: meta.tos.unwrap_or(0),
+            ttl: meta.ttl.unwrap_or(64),
+            ip_id,
+            flow_label: meta.flow_label.unwrap_or(0),
+        };
         let qpn = pkt.hdr.bth.dest_qpn;
         if qpn == MCAST_QPN || mcast::is_group(dst) {
-            self.deliver_mcast(now, &pkt, meta, dst, cqs);
+            self.deliver_mcast(now, &pkt, &rx, cqs);
             return;
         }
         if qpn == GSI_QPN {
-            let hop_limit = meta.ttl.unwrap_or(64);
-            let tc = meta.tos.unwrap_or(0);
             // Refusals are counted by the GSI queue itself.
-            let _ = self.gsi.receive(&pkt, meta.src.ip(), dst, hop_limit, tc);
+            let _ = self.gsi.receive(&pkt, rx.src, dst, rx.ttl, rx.tos);
             return;
         }
         let Some(slot) = self.qps.get_mut(&qpn) else {
@@ -494,13 +518,6 @@ impl<M: Memory> Endpoint<M> {
         if !slot.src_pinned {
             slot.src = Some(dst);
         }
-        let rx = RxMeta {
-            src: meta.src.ip(),
-            src_port: meta.src.port(),
-            dst,
-            tos: meta.tos.unwrap_or(0),
-            ttl: meta.ttl.unwrap_or(64),
-        };
         let mut env = qp_env(&mut self.mem, &mut self.srqs, slot.srq);
         slot.qp.handle_packet(now, &pkt, &rx, &mut env);
         self.after_activity(qpn, cqs);
@@ -513,23 +530,15 @@ impl<M: Memory> Endpoint<M> {
         &mut self,
         now: Instant,
         pkt: &Packet<'_>,
-        meta: &RecvMeta,
-        dst: IpAddr,
+        rx: &RxMeta,
         cqs: &mut impl CqSink,
     ) {
-        let group = mcast::group_key(dst);
+        let group = mcast::group_key(rx.dst);
         let n = self.groups.members(group).len();
         if pkt.hdr.bth.dest_qpn != MCAST_QPN || n == 0 {
             self.counters.unknown_qp += 1;
             return;
         }
-        let rx = RxMeta {
-            src: meta.src.ip(),
-            src_port: meta.src.port(),
-            dst,
-            tos: meta.tos.unwrap_or(0),
-            ttl: meta.ttl.unwrap_or(64),
-        };
         // Indexed: delivering cannot change the member list.
         for i in 0..n {
             let Some(&qpn) = self.groups.members(group).get(i) else {
@@ -539,7 +548,7 @@ impl<M: Memory> Endpoint<M> {
                 continue;
             };
             let mut env = qp_env(&mut self.mem, &mut self.srqs, slot.srq);
-            slot.qp.handle_packet(now, pkt, &rx, &mut env);
+            slot.qp.handle_packet(now, pkt, rx, &mut env);
             self.after_activity(qpn, cqs);
         }
     }
@@ -725,6 +734,7 @@ mod tests {
             dst_port: PORT,
             tos: None,
             ttl: None,
+            flow_label: None,
             seg: 0,
         }
     }
@@ -1034,6 +1044,41 @@ mod tests {
         b.handle_datagram(now, &meta(A, group), p, &mut cb);
         assert!(cb.is_empty(), "{cb:?}");
         assert_eq!((b.counters().unknown_qp, b.counters().not_local), (1, 2));
+    }
+
+    #[test]
+    fn srq_resize_keeps_its_wqes_and_refuses_less_room_than_they_need() {
+        let mut e = Endpoint::new(0x11, BufferMemory::new()).unwrap();
+        let srq = e.create_srq(2);
+        let wqe = |wr_id| RecvWqe {
+            wr_id,
+            sges: vec![],
+        };
+        e.post_srq_recv(srq, wqe(1)).unwrap();
+        e.post_srq_recv(srq, wqe(2)).unwrap();
+        assert!(matches!(
+            e.post_srq_recv(srq, wqe(3)),
+            Err(EngineError::SrqFull(_))
+        ));
+        assert!(matches!(e.resize_srq(srq, 1), Err(EngineError::SrqFull(_))));
+        assert!(
+            e.post_srq_recv(srq, wqe(3)).is_err(),
+            "still 2 after a refusal"
+        );
+        e.resize_srq(srq, 4).unwrap();
+        e.post_srq_recv(srq, wqe(3)).unwrap();
+        e.resize_srq(srq, 3).unwrap();
+        assert!(
+            e.post_srq_recv(srq, wqe(4)).is_err(),
+            "shrunk to what it holds"
+        );
+        let s = e.srqs.get_mut(&srq).unwrap();
+        let order: Vec<u64> = std::iter::from_fn(|| s.pop()).map(|w| w.wr_id).collect();
+        assert_eq!(order, [1, 2, 3]);
+        assert!(matches!(
+            e.resize_srq(srq + 1, 4),
+            Err(EngineError::NoSrq(_))
+        ));
     }
 
     #[test]

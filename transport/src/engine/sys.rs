@@ -19,8 +19,15 @@ const UDP_NO_CHECK6_TX: libc::c_int = 101;
 const UDP_NO_CHECK6_RX: libc::c_int = 102;
 const UDP_SEGMENT: libc::c_int = 103;
 const UDP_GRO: libc::c_int = 104;
+// <linux/in6.h>: receive each datagram's flow information; and whether
+// the kernel picks a flow label for what this socket sends.
+const IPV6_FLOWINFO: libc::c_int = 11;
+const IPV6_AUTOFLOWLABEL: libc::c_int = 70;
+/// The flow label bits of the IPV6_FLOWINFO word (traffic class above).
+const FLOW_LABEL_MASK: u32 = 0xF_FFFF;
 
-/// Control message room per datagram: pktinfo, TOS, TTL, GRO size.
+/// Control message room per datagram: pktinfo, TOS, TTL, flow info, GRO
+/// size (IPv6: 40 + 24 * 4 bytes).
 const CMSG_ROOM: usize = 160;
 
 #[repr(C, align(8))]
@@ -38,6 +45,8 @@ pub struct RecvInfo {
     pub dst: Option<IpAddr>,
     pub tos: Option<u8>,
     pub ttl: Option<u8>,
+    /// IPv6 flow label from IPV6_FLOWINFO.
+    pub flow_label: Option<u32>,
     /// UDP GRO: the datagram holds segments of this size (the last may be
     /// shorter).
     pub gro_size: Option<u16>,
@@ -55,6 +64,7 @@ impl Default for RecvInfo {
             dst: None,
             tos: None,
             ttl: None,
+            flow_label: None,
             gro_size: None,
             seg: 0,
         }
@@ -128,6 +138,12 @@ pub fn set_pmtudisc_do(fd: RawFd, v6: bool) -> io::Result<()> {
     }
 }
 
+/// IPv6: send flow label 0, as rxe does (`ip6_flow_hdr(.., 0)`), instead of
+/// one the kernel derives from the flow hash.
+pub fn set_no_auto_flowlabel(fd: RawFd) -> io::Result<()> {
+    setsockopt_int(fd, libc::IPPROTO_IPV6, IPV6_AUTOFLOWLABEL, 0)
+}
+
 /// IPv6: accept and send a zero UDP checksum, as rxe's tunnel socket does.
 pub fn set_no_check6(fd: RawFd, tx: bool, rx: bool) -> io::Result<()> {
     setsockopt_int(fd, libc::SOL_UDP, UDP_NO_CHECK6_TX, libc::c_int::from(tx))?;
@@ -143,11 +159,14 @@ pub fn set_recv_pktinfo(fd: RawFd, v6: bool) -> io::Result<()> {
     }
 }
 
-/// Ask for TOS / traffic class and TTL / hop limit of each datagram.
+/// Ask for TOS / traffic class and TTL / hop limit of each datagram, and
+/// on IPv6 its flow label: the IP header fields a UD receive's GRH area
+/// shows.
 pub fn set_recv_tos_ttl(fd: RawFd, v6: bool) -> io::Result<()> {
     if v6 {
         setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1)?;
-        setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1)
+        setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1)?;
+        setsockopt_int(fd, libc::IPPROTO_IPV6, IPV6_FLOWINFO, 1)
     } else {
         setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
         setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTTL, 1)
@@ -514,6 +533,12 @@ fn parse_cmsgs(h: &libc::msghdr, info: &mut RecvInfo) {
             }
             (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT) => {
                 info.ttl = rd_int(data).map(|v| v as u8);
+            }
+            // A __be32: traffic class and flow label, version masked off.
+            (libc::IPPROTO_IPV6, IPV6_FLOWINFO) if have >= 4 => {
+                // SAFETY: the length check above guarantees four bytes.
+                let w: [u8; 4] = unsafe { std::ptr::read_unaligned(data.cast()) };
+                info.flow_label = Some(u32::from_be_bytes(w) & FLOW_LABEL_MASK);
             }
             (libc::SOL_UDP, UDP_GRO) => {
                 info.gro_size = rd_int(data)

@@ -490,6 +490,7 @@ fn dispatch_from(
                 dst_port: port,
                 tos: info.tos,
                 ttl: info.ttl,
+                flow_label: info.flow_label,
                 seg: k as u16,
             };
             handle(&meta, p);
@@ -589,6 +590,9 @@ fn open_socket(
     sys::set_pmtudisc_do(fd, v6)?;
     if v6 {
         sys::set_no_check6(fd, true, true)?;
+        // Best effort: a kernel without the option (before 4.5) sends its
+        // own flow labels, which no RoCE receiver checks.
+        let _ = sys::set_no_auto_flowlabel(fd);
     }
     if addr.is_unspecified() {
         sys::set_recv_pktinfo(fd, v6)?;

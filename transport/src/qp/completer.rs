@@ -107,7 +107,7 @@ impl Qp {
     }
 
     /// Pops answered WQEs off the front and reports them, in order.
-    fn complete_front(&mut self) {
+    pub(crate) fn complete_front(&mut self) {
         while self.sq.entries.front().is_some_and(|e| e.done) {
             let Some(e) = self.sq.entries.pop_front() else {
                 break;

@@ -1,47 +1,44 @@
 //! The 40-byte network header area at the start of every UD receive
-//! buffer. RoCEv2 puts the packet's IP header there: IPv6 fills all 40
-//! bytes; IPv4 goes into the last 20 and the first 20 are zero (as rxe
-//! writes them).
+//! buffer. RoCEv2 puts the packet's IP header there, as it was on the
+//! wire: IPv6 fills all 40 bytes; IPv4 goes into the last 20 and the first
+//! 20 are zero (rxe's `execute()` writes exactly this). A UDP socket does
+//! not show the header, so it is rebuilt from what the socket and the ICRC
+//! check told: addresses, TOS / traffic class, TTL / hop limit, the IPv4
+//! ID the ICRC was computed with, the IPv6 flow label. Its bytes are
+//! written by `wire::ip`, the one encoder of IP headers.
 
 use super::queue_pair::RxMeta;
+use crate::wire::ip::{grh_area, IpHeader, Ipv4Header, Ipv6Header};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// Size of the GRH area.
-pub const GRH_LEN: usize = 40;
-const UDP_HDR: usize = 8;
+pub use crate::wire::ip::GRH_LEN;
 
-/// Rebuilds the IP header of a received packet whose UDP payload (BTH
-/// through ICRC) was `udp_payload` bytes.
-pub fn build(meta: &RxMeta, udp_payload: usize) -> [u8; GRH_LEN] {
-    let mut g = [0u8; GRH_LEN];
+/// The IP header of a received packet whose UDP payload (BTH through
+/// ICRC) was `udp_payload` bytes.
+pub fn ip_header(meta: &RxMeta, udp_payload: usize) -> IpHeader {
     match (v4_of(meta.src), v4_of(meta.dst)) {
         (Some(src), Some(dst)) => {
-            let h = &mut g[20..];
-            let total = (20 + UDP_HDR + udp_payload).min(usize::from(u16::MAX)) as u16;
-            h[0] = 0x45;
-            h[1] = meta.tos;
-            h[2..4].copy_from_slice(&total.to_be_bytes());
-            // Identification 0, flags DF.
-            h[6] = 0x40;
-            h[8] = meta.ttl;
-            h[9] = 17;
-            h[12..16].copy_from_slice(&src.octets());
-            h[16..20].copy_from_slice(&dst.octets());
-            let sum = checksum(h);
-            h[10..12].copy_from_slice(&sum.to_be_bytes());
+            let mut h = Ipv4Header::roce(src, dst, udp_payload, meta.tos, meta.ttl);
+            h.id = meta.ip_id;
+            IpHeader::V4(h)
         }
         _ => {
-            let len = (UDP_HDR + udp_payload).min(usize::from(u16::MAX)) as u16;
-            g[0] = 0x60 | (meta.tos >> 4);
-            g[1] = meta.tos << 4;
-            g[4..6].copy_from_slice(&len.to_be_bytes());
-            g[6] = 17;
-            g[7] = meta.ttl;
-            g[8..24].copy_from_slice(&v6_of(meta.src).octets());
-            g[24..40].copy_from_slice(&v6_of(meta.dst).octets());
+            let mut h = Ipv6Header::roce(
+                v6_of(meta.src),
+                v6_of(meta.dst),
+                udp_payload,
+                meta.tos,
+                meta.ttl,
+            );
+            h.flow_label = meta.flow_label & 0xF_FFFF;
+            IpHeader::V6(h)
         }
     }
-    g
+}
+
+/// The GRH area for that packet.
+pub fn build(meta: &RxMeta, udp_payload: usize) -> [u8; GRH_LEN] {
+    grh_area(&ip_header(meta, udp_payload))
 }
 
 fn v4_of(a: IpAddr) -> Option<Ipv4Addr> {
@@ -58,21 +55,10 @@ fn v6_of(a: IpAddr) -> Ipv6Addr {
     }
 }
 
-/// Internet checksum of an IPv4 header whose checksum field is zero.
-fn checksum(h: &[u8]) -> u16 {
-    let mut sum: u32 = h
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)])))
-        .sum();
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::ip::ipv4_checksum;
 
     fn meta(src: IpAddr, dst: IpAddr) -> RxMeta {
         RxMeta {
@@ -81,6 +67,8 @@ mod tests {
             dst,
             tos: 0x02,
             ttl: 64,
+            ip_id: 0x1234,
+            flow_label: 0xF_ABCDE,
         }
     }
 
@@ -93,12 +81,12 @@ mod tests {
         assert_eq!(h[0], 0x45);
         assert_eq!(h[1], 0x02);
         assert_eq!(u16::from_be_bytes([h[2], h[3]]), 20 + 8 + 24);
-        assert_eq!(&h[4..8], &[0, 0, 0x40, 0]);
+        assert_eq!(&h[4..8], &[0x12, 0x34, 0x40, 0], "the ID, DF");
         assert_eq!((h[8], h[9]), (64, 17));
         assert_eq!(&h[12..16], &[10, 0, 0, 1]);
         assert_eq!(&h[16..20], &[10, 0, 0, 2]);
         // A header with its checksum in place sums to 0xFFFF.
-        assert_eq!(checksum(h), 0);
+        assert_eq!(ipv4_checksum(h), 0);
     }
 
     #[test]
@@ -114,8 +102,8 @@ mod tests {
     fn ipv6_fills_40_bytes() {
         let m = meta("fe80::1".parse().unwrap(), "fe80::2".parse().unwrap());
         let g = build(&m, 100);
-        assert_eq!(g[0], 0x60);
-        assert_eq!(g[1], 0x20);
+        // Version 6, traffic class 0x02, the low 20 bits of the flow label.
+        assert_eq!(&g[..4], &[0x60, 0x2A, 0xBC, 0xDE]);
         assert_eq!(u16::from_be_bytes([g[4], g[5]]), 108);
         assert_eq!((g[6], g[7]), (17, 64));
         assert_eq!(g[8], 0xfe);

@@ -2,33 +2,10 @@
 //! memory themselves: tests use plain buffers ([`BufferMemory`]), the
 //! daemon uses registered client memory.
 
+pub use super::mem_error::MemError;
 use super::types::access;
+use super::window::{MrView, MwBind, MwType, Window};
 use std::collections::HashMap;
-
-/// Why a memory access was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum MemError {
-    #[error("no such key")]
-    InvalidKey,
-    #[error("key belongs to another protection domain")]
-    WrongPd,
-    #[error("access outside the registered region")]
-    OutOfBounds,
-    #[error("access flags do not permit this operation")]
-    AccessDenied,
-    #[error("atomic address not 8-byte aligned")]
-    Misaligned,
-    #[error("registered memory is no longer mapped")]
-    Unmapped,
-    /// The process that owns the memory has lost its whole address space:
-    /// it is exiting, and its QPs are about to be destroyed. Unlike the
-    /// errors above this says nothing about the request, so the responder
-    /// drops the packet as if the QP were already gone (the requester
-    /// retries, then gets RETRY_EXC_ERR, as from a destroyed QP on a NIC)
-    /// instead of blaming the requester with a NAK.
-    #[error("the memory's owner has exited")]
-    Gone,
-}
 
 /// An atomic operation on 8 bytes of remote memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,8 +44,10 @@ impl AtomicOp {
 }
 
 /// Memory as the transport sees it. Local accesses go through lkeys,
-/// remote ones through rkeys; every call checks key, PD, bounds and access
-/// flags before a byte moves.
+/// remote ones through rkeys (of a region, or of a memory window: then
+/// the window's rules of [`super::window`] apply, and `qpn`, the QP the
+/// request came to, matters for type 2 windows); every call checks key,
+/// PD, bounds and access flags before a byte moves.
 pub trait Memory {
     /// Copies `dst.len()` bytes from local address `addr` under `lkey`.
     fn read_local(&mut self, pd: u32, lkey: u32, addr: u64, dst: &mut [u8])
@@ -76,25 +55,49 @@ pub trait Memory {
     /// Copies `src` to local address `addr` under `lkey` (needs LOCAL_WRITE).
     fn write_local(&mut self, pd: u32, lkey: u32, addr: u64, src: &[u8]) -> Result<(), MemError>;
     /// Checks that `len` bytes at `va` under `rkey` may be accessed with
-    /// `need` (bits of [`access`]) by a QP of `pd`.
+    /// `need` (bits of [`access`]) by QP `qpn` of `pd`.
     fn check_remote(
         &mut self,
         pd: u32,
+        qpn: u32,
         rkey: u32,
         va: u64,
         len: u64,
         need: u32,
     ) -> Result<(), MemError>;
     /// Remote read (needs REMOTE_READ).
-    fn read_remote(&mut self, pd: u32, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), MemError>;
+    fn read_remote(
+        &mut self,
+        pd: u32,
+        qpn: u32,
+        rkey: u32,
+        va: u64,
+        dst: &mut [u8],
+    ) -> Result<(), MemError>;
     /// Remote write (needs REMOTE_WRITE).
-    fn write_remote(&mut self, pd: u32, rkey: u32, va: u64, src: &[u8]) -> Result<(), MemError>;
+    fn write_remote(
+        &mut self,
+        pd: u32,
+        qpn: u32,
+        rkey: u32,
+        va: u64,
+        src: &[u8],
+    ) -> Result<(), MemError>;
     /// Remote atomic on the 8 bytes at `va` (needs REMOTE_ATOMIC, or
     /// REMOTE_WRITE for [`AtomicOp::Write`]); returns the original value.
-    fn atomic_remote(&mut self, pd: u32, rkey: u32, va: u64, op: AtomicOp)
-        -> Result<u64, MemError>;
-    /// Invalidates `rkey` (SEND with invalidate).
-    fn invalidate_remote(&mut self, pd: u32, rkey: u32) -> Result<(), MemError>;
+    fn atomic_remote(
+        &mut self,
+        pd: u32,
+        qpn: u32,
+        rkey: u32,
+        va: u64,
+        op: AtomicOp,
+    ) -> Result<u64, MemError>;
+    /// Invalidates `key` for QP `qpn` of `pd`: LOCAL_INV, or a SEND with
+    /// invalidate that arrived.
+    fn invalidate(&mut self, pd: u32, qpn: u32, key: u32) -> Result<(), MemError>;
+    /// Binds a memory window (BIND_MW) through QP `qpn` of `pd`.
+    fn bind_mw(&mut self, pd: u32, qpn: u32, bind: &MwBind) -> Result<(), MemError>;
 }
 
 /// A registered region backed by a `Vec<u8>`, for tests and benches.
@@ -107,10 +110,12 @@ pub struct Region {
     pub valid: bool,
 }
 
-/// [`Memory`] over plain buffers: regions keyed by key (lkey == rkey).
+/// [`Memory`] over plain buffers: regions keyed by key (lkey == rkey),
+/// windows by the upper 24 bits of their rkey.
 #[derive(Clone, Debug, Default)]
 pub struct BufferMemory {
     regions: HashMap<u32, Region>,
+    windows: HashMap<u32, Window>,
     next_key: u32,
     /// Simulates an owner that exited: every access that passes the key,
     /// PD, access and bounds checks then fails with [`MemError::Gone`].
@@ -121,6 +126,7 @@ impl BufferMemory {
     pub fn new() -> Self {
         BufferMemory {
             regions: HashMap::new(),
+            windows: HashMap::new(),
             next_key: 0x1000,
             gone: false,
         }
@@ -144,6 +150,30 @@ impl BufferMemory {
         key
     }
 
+    /// Allocates a memory window of `pd` (like alloc_mw); returns its rkey.
+    pub fn alloc_mw(&mut self, pd: u32, ty: MwType) -> u32 {
+        loop {
+            self.next_key = self.next_key.wrapping_add(0x0101_0107);
+            let rkey = self.next_key;
+            let i = Window::index(rkey);
+            let clash = self.regions.keys().any(|k| Window::index(*k) == i);
+            if !clash && !self.windows.contains_key(&i) {
+                self.windows.insert(i, Window::new(pd, ty, rkey));
+                return rkey;
+            }
+        }
+    }
+
+    /// The window with key `rkey` (current or not), if allocated.
+    pub fn window(&self, rkey: u32) -> Option<&Window> {
+        self.windows.get(&Window::index(rkey))
+    }
+
+    /// Frees a window (like dealloc_mw).
+    pub fn dealloc_mw(&mut self, rkey: u32) -> Option<Window> {
+        self.windows.remove(&Window::index(rkey))
+    }
+
     /// Removes a region (like dereg_mr).
     pub fn deregister(&mut self, key: u32) -> Option<Region> {
         self.regions.remove(&key)
@@ -155,6 +185,46 @@ impl BufferMemory {
 
     pub fn region_mut(&mut self, key: u32) -> Option<&mut Region> {
         self.regions.get_mut(&key)
+    }
+
+    /// A remote key: a region's, or a window's (resolved to its region,
+    /// whose own access flags then do not matter).
+    fn find_remote(
+        &mut self,
+        pd: u32,
+        qpn: u32,
+        key: u32,
+        va: u64,
+        len: u64,
+        need: u32,
+    ) -> Result<(&mut Region, usize), MemError> {
+        if self.regions.contains_key(&key) {
+            return self.find(pd, key, va, len, need);
+        }
+        let w = self
+            .windows
+            .get(&Window::index(key))
+            .ok_or(MemError::InvalidKey)?;
+        let (mr, at) = w.resolve(pd, qpn, key, va, len, need)?;
+        self.find(pd, mr, at, len, 0)
+    }
+
+    /// [`BufferMemory::find_remote`] for an access that moves data.
+    fn data_remote(
+        &mut self,
+        pd: u32,
+        qpn: u32,
+        key: u32,
+        va: u64,
+        len: u64,
+        need: u32,
+    ) -> Result<(&mut Region, usize), MemError> {
+        let gone = self.gone;
+        let found = self.find_remote(pd, qpn, key, va, len, need)?;
+        if gone {
+            return Err(MemError::Gone);
+        }
+        Ok(found)
     }
 
     fn find(
@@ -221,26 +291,44 @@ impl Memory for BufferMemory {
     fn check_remote(
         &mut self,
         pd: u32,
+        qpn: u32,
         rkey: u32,
         va: u64,
         len: u64,
         need: u32,
     ) -> Result<(), MemError> {
-        self.find(pd, rkey, va, len, need).map(|_| ())
+        self.find_remote(pd, qpn, rkey, va, len, need).map(|_| ())
     }
-    fn read_remote(&mut self, pd: u32, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), MemError> {
-        let (r, off) = self.data(pd, rkey, va, dst.len() as u64, access::REMOTE_READ)?;
+    fn read_remote(
+        &mut self,
+        pd: u32,
+        qpn: u32,
+        rkey: u32,
+        va: u64,
+        dst: &mut [u8],
+    ) -> Result<(), MemError> {
+        let n = dst.len() as u64;
+        let (r, off) = self.data_remote(pd, qpn, rkey, va, n, access::REMOTE_READ)?;
         dst.copy_from_slice(&r.data[off..off + dst.len()]);
         Ok(())
     }
-    fn write_remote(&mut self, pd: u32, rkey: u32, va: u64, src: &[u8]) -> Result<(), MemError> {
-        let (r, off) = self.data(pd, rkey, va, src.len() as u64, access::REMOTE_WRITE)?;
+    fn write_remote(
+        &mut self,
+        pd: u32,
+        qpn: u32,
+        rkey: u32,
+        va: u64,
+        src: &[u8],
+    ) -> Result<(), MemError> {
+        let n = src.len() as u64;
+        let (r, off) = self.data_remote(pd, qpn, rkey, va, n, access::REMOTE_WRITE)?;
         r.data[off..off + src.len()].copy_from_slice(src);
         Ok(())
     }
     fn atomic_remote(
         &mut self,
         pd: u32,
+        qpn: u32,
         rkey: u32,
         va: u64,
         op: AtomicOp,
@@ -248,7 +336,7 @@ impl Memory for BufferMemory {
         if !va.is_multiple_of(8) {
             return Err(MemError::Misaligned);
         }
-        let (r, off) = self.data(pd, rkey, va, 8, op.needs())?;
+        let (r, off) = self.data_remote(pd, qpn, rkey, va, 8, op.needs())?;
         let cell = &mut r.data[off..off + 8];
         let mut b = [0u8; 8];
         b.copy_from_slice(cell);
@@ -258,12 +346,35 @@ impl Memory for BufferMemory {
         cell.copy_from_slice(&new.to_ne_bytes());
         Ok(old)
     }
-    fn invalidate_remote(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
-        let r = self.regions.get_mut(&rkey).ok_or(MemError::InvalidKey)?;
-        if r.pd != pd {
-            return Err(MemError::WrongPd);
+    fn invalidate(&mut self, pd: u32, _qpn: u32, key: u32) -> Result<(), MemError> {
+        if let Some(r) = self.regions.get_mut(&key) {
+            if r.pd != pd {
+                return Err(MemError::WrongPd);
+            }
+            r.valid = false;
+            return Ok(());
         }
-        r.valid = false;
+        let w = self
+            .windows
+            .get_mut(&Window::index(key))
+            .ok_or(MemError::InvalidKey)?;
+        w.invalidate(pd, key).map(|_| ())
+    }
+    fn bind_mw(&mut self, pd: u32, qpn: u32, b: &MwBind) -> Result<(), MemError> {
+        let mr = self.regions.get(&b.mr_lkey).and_then(|r| {
+            r.valid.then_some(MrView {
+                pd: r.pd,
+                iova: r.addr,
+                len: r.data.len() as u64,
+                access: r.access,
+            })
+        });
+        let w = self
+            .windows
+            .get_mut(&Window::index(b.mw_rkey))
+            .ok_or(MemError::InvalidKey)?;
+        w.check_bind(pd, b, mr)?;
+        w.bind(qpn, b);
         Ok(())
     }
 }

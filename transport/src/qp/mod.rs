@@ -10,11 +10,14 @@
 
 #![forbid(unsafe_code)]
 
+mod mem_error;
 pub mod memory;
 pub mod types;
 
 pub use memory::{AtomicOp, BufferMemory, MemError, Memory};
 pub use types::*;
+pub mod window;
+pub use window::{MwBind, MwType};
 pub mod queue_pair;
 pub use queue_pair::*;
 

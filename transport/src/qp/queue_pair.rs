@@ -103,6 +103,10 @@ pub struct RxMeta {
     pub tos: u8,
     /// TTL / hop limit, if known (64 otherwise).
     pub ttl: u8,
+    /// IPv4 identification (as the ICRC check recovered it; 0 for IPv6).
+    pub ip_id: u16,
+    /// IPv6 flow label, if known (0 otherwise and for IPv4).
+    pub flow_label: u32,
 }
 
 /// A packet [`Qp::poll_transmit`] wrote into the caller's buffer:
@@ -629,12 +633,13 @@ impl Qp {
     }
 }
 
-/// A receive completion with only the essentials set. Every RoCE packet
-/// arrives with a GRH (its IP header), so every receive completion says
-/// IBV_WC_GRH, on RC and UC as on UD (as rxe and RoCE NICs report it; only
-/// UD writes the GRH itself into the buffer).
+/// A receive completion with only the essentials set. A successful one
+/// says IBV_WC_GRH whatever the QP type, as rxe's do (every RoCE packet
+/// has a network header; only UD's lands in the buffer).
 pub(crate) fn recv_completion(w: &RecvWqe, status: WcStatus, qpn: u32) -> Completion {
     let mut c = Completion::new(CqSide::Recv, w.wr_id, status, WcOpcode::Recv, qpn);
-    c.wc_flags = wc_flags::GRH;
+    if status == WcStatus::Success {
+        c.wc_flags = wc_flags::GRH;
+    }
     c
 }

@@ -7,6 +7,12 @@
 //! cursor. RC limits the PSNs in flight (window), READ/atomic WQEs in
 //! flight (initiator depth) and honours the fence; UC and UD complete a
 //! WQE when its last packet is out.
+//!
+//! Local operations (LOCAL_INV, BIND_MW) send nothing: the requester runs
+//! them against memory when it reaches them, in posting order, and they
+//! complete in WQE order behind what was posted before them, as rxe's
+//! requester does. A failed one completes with LOC_QP_OP_ERR (LOCAL_INV)
+//! or MW_BIND_ERR (BIND_MW) and the QP goes to ERR.
 
 use super::queue_pair::{Env, Qp};
 use super::send_queue::SqEntry;
@@ -87,6 +93,9 @@ impl Qp {
             // SQD / SQE: finish what was started, start nothing new.
             return false;
         }
+        if e.kind == WrKind::LocalOp {
+            return e.wqe.flags & send_flags::FENCE == 0 || self.sq.rd_outstanding == 0;
+        }
         if self.cfg.qp_type != QpType::Rc {
             return true;
         }
@@ -117,6 +126,11 @@ impl Qp {
         env: &mut Env<'_>,
         buf: &mut [u8],
     ) -> Option<(usize, IpAddr)> {
+        while self.requester_ready() && self.sq.entries[self.sq.cur_idx].kind == WrKind::LocalOp {
+            if !self.run_local_op(env) {
+                return None;
+            }
+        }
         if !self.requester_ready() {
             return None;
         }
@@ -155,6 +169,7 @@ impl Qp {
         self.sq.cur_psn = next;
         if last {
             self.sq.cur_idx += 1;
+            self.sq.skip_done();
         }
         match self.cfg.qp_type {
             QpType::Rc => {
@@ -183,6 +198,39 @@ impl Qp {
             }
         }
         Some((len, dst))
+    }
+
+    /// Runs the local operation at the requester's cursor; false when it
+    /// failed (the QP is then in ERR).
+    fn run_local_op(&mut self, env: &mut Env<'_>) -> bool {
+        let (pd, qpn) = (self.cfg.pd, self.cfg.qpn);
+        let idx = self.sq.cur_idx;
+        let e = &mut self.sq.entries[idx];
+        let r = match e.wqe.op {
+            SendOp::LocalInv { rkey } => env
+                .mem
+                .invalidate(pd, qpn, rkey)
+                .map_err(|_| WcStatus::LocQpOpErr),
+            SendOp::BindMw(b) => env
+                .mem
+                .bind_mw(pd, qpn, &b)
+                .map_err(|_| WcStatus::MwBindErr),
+            // The kind is derived from the op: no other op is local.
+            _ => Err(WcStatus::LocQpOpErr),
+        };
+        e.started = true;
+        e.first_psn = self.sq.cur_psn;
+        e.npkts = 0;
+        if let Err(status) = r {
+            e.error = Some(status);
+            self.enter_error(true);
+            return false;
+        }
+        e.done = true;
+        self.sq.cur_idx += 1;
+        self.sq.skip_done();
+        self.complete_front();
+        true
     }
 
     /// Writes the packet for PSN `psn` of WQE `idx`; returns its length,

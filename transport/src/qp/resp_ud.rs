@@ -99,7 +99,6 @@ impl Qp {
         }
         let mut c = recv_completion(&h.wqe, WcStatus::Success, qpn);
         c.byte_len = need as u32;
-        c.wc_flags = wc_flags::GRH;
         if let Some(imm) = pkt.hdr.imm {
             c.wc_flags |= wc_flags::WITH_IMM;
             c.imm = imm;

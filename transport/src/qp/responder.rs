@@ -292,7 +292,7 @@ impl Qp {
             c.imm = imm;
         }
         if let Some(rkey) = pkt.hdr.ieth {
-            if env.mem.invalidate_remote(self.cfg.pd, rkey).is_err() {
+            if env.mem.invalidate(self.cfg.pd, self.cfg.qpn, rkey).is_err() {
                 return Step::Fail(INVALID);
             }
             c.wc_flags |= wc_flags::WITH_INV;
@@ -321,10 +321,14 @@ impl Qp {
             };
             // A zero-byte WRITE needs no valid address or key.
             if w.total > 0 {
-                if let Err(e) =
-                    env.mem
-                        .check_remote(self.cfg.pd, w.rkey, w.va, w.total, access::REMOTE_WRITE)
-                {
+                if let Err(e) = env.mem.check_remote(
+                    self.cfg.pd,
+                    self.cfg.qpn,
+                    w.rkey,
+                    w.va,
+                    w.total,
+                    access::REMOTE_WRITE,
+                ) {
                     return mem_step(e);
                 }
             }
@@ -339,7 +343,10 @@ impl Qp {
         }
         if n > 0 {
             let va = w.va.wrapping_add(w.done);
-            if let Err(e) = env.mem.write_remote(self.cfg.pd, w.rkey, va, pkt.payload) {
+            if let Err(e) = env
+                .mem
+                .write_remote(self.cfg.pd, self.cfg.qpn, w.rkey, va, pkt.payload)
+            {
                 return mem_step(e);
             }
         }
@@ -373,10 +380,14 @@ impl Qp {
         }
         let len = u64::from(reth.dma_len);
         if len > 0 {
-            if let Err(e) =
-                env.mem
-                    .check_remote(self.cfg.pd, reth.rkey, reth.va, len, access::REMOTE_READ)
-            {
+            if let Err(e) = env.mem.check_remote(
+                self.cfg.pd,
+                self.cfg.qpn,
+                reth.rkey,
+                reth.va,
+                len,
+                access::REMOTE_READ,
+            ) {
                 return mem_step(e);
             }
         }
@@ -416,7 +427,10 @@ impl Qp {
         } else {
             super::memory::AtomicOp::FetchAdd { add: a.swap_add }
         };
-        let orig = match env.mem.atomic_remote(self.cfg.pd, a.rkey, a.va, op) {
+        let orig = match env
+            .mem
+            .atomic_remote(self.cfg.pd, self.cfg.qpn, a.rkey, a.va, op)
+        {
             Ok(v) => v,
             Err(e) => return mem_step(e),
         };
@@ -447,7 +461,10 @@ impl Qp {
         let op = super::memory::AtomicOp::Write {
             value: u64::from_ne_bytes(b),
         };
-        if let Err(e) = env.mem.atomic_remote(self.cfg.pd, reth.rkey, reth.va, op) {
+        if let Err(e) = env
+            .mem
+            .atomic_remote(self.cfg.pd, self.cfg.qpn, reth.rkey, reth.va, op)
+        {
             return mem_step(e);
         }
         let psn = pkt.hdr.bth.psn;
@@ -483,7 +500,7 @@ impl Qp {
         };
         match env
             .mem
-            .check_remote(self.cfg.pd, reth.rkey, reth.va, len, need)
+            .check_remote(self.cfg.pd, self.cfg.qpn, reth.rkey, reth.va, len, need)
         {
             Ok(()) => {}
             // Selectivity "whole region": the address does not matter.

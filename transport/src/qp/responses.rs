@@ -79,7 +79,10 @@ impl Qp {
                     // The MR may have gone since the request was checked.
                     if n > 0 {
                         let dst = &mut buf[hl..hl + n];
-                        match env.mem.read_remote(self.cfg.pd, s.rkey, s.va, dst) {
+                        match env
+                            .mem
+                            .read_remote(self.cfg.pd, self.cfg.qpn, s.rkey, s.va, dst)
+                        {
                             Ok(()) => {}
                             Err(MemError::Gone) => {
                                 // The owner exited: fall silent, as its

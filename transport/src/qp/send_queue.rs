@@ -9,7 +9,7 @@
 use super::error::QpError;
 use super::sgl::SgCursor;
 use super::types::*;
-use crate::verbs::WrKind;
+use crate::verbs::{wr_flags, WrKind};
 use crate::Psn;
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -77,8 +77,10 @@ pub(crate) fn validate(
             SendOp::Flush { len, .. } => u64::from(len),
             _ => 0,
         },
-        // No SendOp has these kinds (refused above in any case).
-        WrKind::LocalOp | WrKind::Other => return Err(QpError::InvalidWr("opcode not supported")),
+        // LOCAL_INV and BIND_MW move no data.
+        WrKind::LocalOp => 0,
+        // No SendOp has this kind (refused above in any case).
+        WrKind::Other => return Err(QpError::InvalidWr("opcode not supported")),
     };
     if kind == WrKind::Read && !sges_only {
         return Err(QpError::InvalidWr("READ needs a scatter list"));
@@ -161,16 +163,15 @@ impl SqEntry {
             qpn,
         );
         c.byte_len = self.len.min(u64::from(u32::MAX)) as u32;
-        // As rxe: the requester's completion of a *_WITH_IMM says so too
-        // (the immediate itself is the responder's).
-        if self
+        // rxe flags a successful SEND/WRITE WITH_IMM's own completion too.
+        let imm = self
             .wqe
             .op
             .wr_opcode()
             .info()
-            .is_some_and(|i| i.has(crate::verbs::wr_flags::IMM))
-        {
-            c.wc_flags |= wc_flags::WITH_IMM;
+            .is_some_and(|i| i.has(wr_flags::IMM));
+        if status == WcStatus::Success && imm {
+            c.wc_flags = wc_flags::WITH_IMM;
         }
         c
     }
@@ -288,6 +289,14 @@ impl SendQueue {
     pub(crate) fn end_pass_if_done(&mut self) {
         if self.retry_guard.is_some() && !self.comp_psn.is_before(self.retry_end) {
             self.retry_guard = None;
+        }
+    }
+
+    /// Moves the requester past WQEs already done: local operations
+    /// behind a WQE that a retry is sending again.
+    pub(crate) fn skip_done(&mut self) {
+        while self.entries.get(self.cur_idx).is_some_and(|e| e.done) {
+            self.cur_idx += 1;
         }
     }
 

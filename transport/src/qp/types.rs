@@ -78,6 +78,12 @@ pub enum SendOp {
         plt: u8,
         sel: u8,
     },
+    /// LOCAL_INV: a local operation, no packet.
+    LocalInv {
+        rkey: u32,
+    },
+    /// BIND_MW: a local operation, no packet.
+    BindMw(super::window::MwBind),
 }
 
 impl SendOp {
@@ -94,6 +100,8 @@ impl SendOp {
             SendOp::FetchAdd { .. } => WrOpcode::ATOMIC_FETCH_AND_ADD,
             SendOp::AtomicWrite { .. } => WrOpcode::ATOMIC_WRITE,
             SendOp::Flush { .. } => WrOpcode::FLUSH,
+            SendOp::LocalInv { .. } => WrOpcode::LOCAL_INV,
+            SendOp::BindMw(_) => WrOpcode::BIND_MW,
         }
     }
 }

@@ -8,7 +8,7 @@
 //!
 //! Two sets of QP types per opcode: `iba`, where the verbs define the
 //! operation at all, and `rxu`, where rxu executes it (a subset; empty for
-//! the memory-window, offload and driver-private opcodes). rxe's table
+//! the offload and driver-private opcodes). rxe's table
 //! also lists SEND_WITH_INV for UC and UD, which have no packet opcode for
 //! it (`table_is_consistent` checks both tables agree); here it is RC only.
 
@@ -198,8 +198,8 @@ wr_opcodes! {
     RDMA_READ = 4, "IBV_WR_RDMA_READ", Read, Some(Wc::RdmaRead), RC, RC, REMOTE;
     ATOMIC_CMP_AND_SWP = 5, "IBV_WR_ATOMIC_CMP_AND_SWP", Atomic, Some(Wc::CompSwap), RC, RC, REMOTE;
     ATOMIC_FETCH_AND_ADD = 6, "IBV_WR_ATOMIC_FETCH_AND_ADD", Atomic, Some(Wc::FetchAdd), RC, RC, REMOTE;
-    LOCAL_INV = 7, "IBV_WR_LOCAL_INV", LocalOp, Some(Wc::LocalInv), RC_UC, NONE, 0;
-    BIND_MW = 8, "IBV_WR_BIND_MW", LocalOp, Some(Wc::BindMw), RC_UC, NONE, 0;
+    LOCAL_INV = 7, "IBV_WR_LOCAL_INV", LocalOp, Some(Wc::LocalInv), RC_UC, RC_UC, 0;
+    BIND_MW = 8, "IBV_WR_BIND_MW", LocalOp, Some(Wc::BindMw), RC_UC, RC_UC, 0;
     SEND_WITH_INV = 9, "IBV_WR_SEND_WITH_INV", Send, Some(Wc::Send), RC, RC, INLINE | INV;
     TSO = 10, "IBV_WR_TSO", Other, Some(Wc::Tso), UD, NONE, 0;
     DRIVER1 = 11, "IBV_WR_DRIVER1", Other, None, NONE, NONE, 0;
@@ -326,8 +326,8 @@ mod tests {
             assert!(!(i.has(IMM) && i.has(INV)), "{op:?} imm and inv");
             // rxu executes an operation on exactly the QP types where the
             // verbs define it and the packet table has request opcodes for
-            // it (UC has no SEND_INV packets); local and offload ones
-            // nowhere.
+            // it (UC has no SEND_INV packets); local ones (no packet)
+            // wherever the verbs define them, offload ones nowhere.
             for t in TYPES {
                 let want = packet_flags(&i);
                 let has_packet = ALL_OPCODES.iter().any(|p| {
@@ -337,10 +337,14 @@ mod tests {
                         && pi.has(pf::IMM) == i.has(IMM)
                         && pi.has(pf::IETH) == i.has(INV)
                 });
-                let executes = !matches!(i.kind, LocalOp | Other);
+                let executes = match i.kind {
+                    LocalOp => true,
+                    Other => false,
+                    _ => has_packet,
+                };
                 assert_eq!(
                     i.allowed_on(t),
-                    executes && has_packet && i.iba.contains(t),
+                    executes && i.iba.contains(t),
                     "{op:?} on {t:?}"
                 );
             }
@@ -388,8 +392,8 @@ mod tests {
                 .map(|o| o.0)
                 .collect::<Vec<_>>()
         };
-        assert_eq!(allowed(QpType::Rc), [0, 1, 2, 3, 4, 5, 6, 9, 14, 15]);
-        assert_eq!(allowed(QpType::Uc), [0, 1, 2, 3]);
+        assert_eq!(allowed(QpType::Rc), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 14, 15]);
+        assert_eq!(allowed(QpType::Uc), [0, 1, 2, 3, 7, 8]);
         assert_eq!(allowed(QpType::Ud), [2, 3]);
         assert!(!WrOpcode::SEND_WITH_INV.allowed_on(QpType::Uc));
     }

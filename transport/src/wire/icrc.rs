@@ -255,8 +255,9 @@ pub fn verify_v4_unknown_id(
 /// How the ICRC of a packet taken from a UDP socket checked out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReceivedIcrc {
-    /// Matches with the IPv4 ID the packet was expected to carry (or IPv6).
-    Valid,
+    /// Matches with the IPv4 ID the packet was expected to carry, given
+    /// here (0 for IPv6, which has none).
+    Valid(u16),
     /// IPv4: matches only with another, recovered ID (kernel rxe and
     /// hardware peers pick IDs of their own).
     ValidOtherId(u16),
@@ -282,16 +283,16 @@ pub fn verify_received(src: SocketAddr, dst: SocketAddr, seg: u16, pkt: &[u8]) -
                 flags_frag: IPV4_DF,
             };
             if seg != 0 && verify(&exact, sport, dport, pkt).is_ok() {
-                return ReceivedIcrc::Valid;
+                return ReceivedIcrc::Valid(seg);
             }
             match verify_v4_unknown_id(s, d, IPV4_DF, sport, dport, pkt) {
-                Ok(0) => ReceivedIcrc::Valid,
+                Ok(0) => ReceivedIcrc::Valid(0),
                 Ok(id) => ReceivedIcrc::ValidOtherId(id),
                 Err(_) => ReceivedIcrc::Invalid,
             }
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => match verify(&IcrcIp::v6(s, d), sport, dport, pkt) {
-            Ok(()) => ReceivedIcrc::Valid,
+            Ok(()) => ReceivedIcrc::Valid(0),
             Err(_) => ReceivedIcrc::Invalid,
         },
         _ => ReceivedIcrc::Invalid,
@@ -536,9 +537,18 @@ mod tests {
             p
         };
         // ID 0 on the fast path, a GRO segment's own index, a foreign ID.
-        assert_eq!(verify_received(sa, da, 0, &with_id(0)), ReceivedIcrc::Valid);
-        assert_eq!(verify_received(sa, da, 3, &with_id(3)), ReceivedIcrc::Valid);
-        assert_eq!(verify_received(sa, da, 3, &with_id(0)), ReceivedIcrc::Valid);
+        assert_eq!(
+            verify_received(sa, da, 0, &with_id(0)),
+            ReceivedIcrc::Valid(0)
+        );
+        assert_eq!(
+            verify_received(sa, da, 3, &with_id(3)),
+            ReceivedIcrc::Valid(3)
+        );
+        assert_eq!(
+            verify_received(sa, da, 3, &with_id(0)),
+            ReceivedIcrc::Valid(0)
+        );
         assert_eq!(
             verify_received(sa, da, 0, &with_id(0x1234)),
             ReceivedIcrc::ValidOtherId(0x1234)
@@ -555,7 +565,7 @@ mod tests {
         let mut p6 = sample(64, 9);
         let ip6 = IcrcIp::v6(Ipv6Addr::LOCALHOST, Ipv6Addr::LOCALHOST);
         fill_icrc(&ip6, 4791, 4791, &mut p6).unwrap();
-        assert_eq!(verify_received(v6, v6, 0, &p6), ReceivedIcrc::Valid);
+        assert_eq!(verify_received(v6, v6, 0, &p6), ReceivedIcrc::Valid(0));
     }
 
     #[test]

@@ -14,7 +14,10 @@
 //!
 //! Handles (pd, mr, cq, srq, qp) are daemon-assigned numbers scoped to the
 //! connection: a handle of another client is "no such object" (ENOENT /
-//! EINVAL), never a way in. QP handles are QP numbers (24 bit).
+//! EINVAL), never a way in — except PDs and MRs between connections that
+//! presented the same `cmd_fd` open file (BindCmdFd / ImportContext:
+//! `ibv_import_device`). QP handles are QP numbers (24 bit); PD numbers
+//! and MR handles are unique in the device.
 //!
 //! `user_handle` values are opaque to the daemon: it writes them back in
 //! events (the libibverbs provider passes its `struct ibv_cq *` /
@@ -74,13 +77,35 @@ pub enum Request {
     DeregMr {
         mr: u32,
     },
+    /// `ibv_rereg_mr`: `flags` are IBV_REREG_MR_CHANGE_TRANSLATION (1:
+    /// `addr`, `len`), _CHANGE_PD (2: `pd`), _CHANGE_ACCESS (4:
+    /// `access`); the keys stay. Answered with `Response::Mr`.
+    ReregMr {
+        mr: u32,
+        flags: u32,
+        pd: u32,
+        addr: u64,
+        len: u64,
+        access: u32,
+    },
+    /// `ibv_alloc_mw`: `mw_type` is the `ibv_mw_type` (1 or 2).
+    AllocMw {
+        pd: u32,
+        mw_type: u32,
+    },
+    DeallocMw {
+        mw: u32,
+    },
     /// fds: [0] optional write end of the completion channel socket
     /// (8-byte records carrying `user_handle`), present iff `channel`.
+    /// `timestamps`: every entry carries its completion times (ring slots
+    /// of [`abi::CQE_STAMPED_SIZE`] bytes instead of [`abi::CQE_SIZE`]).
     CreateCq {
         cqe: u32,
         comp_vector: u32,
         user_handle: u64,
         channel: bool,
+        timestamps: bool,
     },
     /// Grows or shrinks the CQ; the reply carries a new ring.
     ResizeCq {
@@ -97,7 +122,9 @@ pub enum Request {
         srq_limit: u32,
         user_handle: u64,
     },
-    /// mask: IBV_SRQ_MAX_WR 1, IBV_SRQ_LIMIT 2.
+    /// mask: IBV_SRQ_MAX_WR 1, IBV_SRQ_LIMIT 2. With MAX_WR the reply is
+    /// `Srq` with the resized ring (the client, which must not post
+    /// meanwhile, produces into it from then on); otherwise `Ok`.
     ModifySrq {
         srq: u32,
         mask: u32,
@@ -162,7 +189,45 @@ pub enum Request {
         gid: [u8; 16],
         lid: u16,
     },
+    /// The context's `cmd_fd`. fds: [0] a copy of it. A later
+    /// `ImportContext` presenting the same open file (from this process
+    /// or one it was passed to) shares this session's PDs and MRs.
+    BindCmdFd,
+    /// `ibv_import_device`. fds: [0] the imported `cmd_fd`. This session
+    /// joins the context opened on that file (EINVAL: none on this
+    /// device): its PDs can be imported and its MRs queried, and its PDs
+    /// and MRs outlive it while a session of the group remains.
+    ImportContext,
+    /// `ibv_import_pd`: PD `pd` of the group may be used by this session.
+    ImportPd {
+        pd: u32,
+    },
+    /// `ibv_import_mr`: the keys and length of MR `mr` of the group
+    /// ([`Response::ImportedMr`]).
+    ImportMr {
+        mr: u32,
+    },
+    /// `ibv_advise_mr`: `advice` is an `enum ibv_advise_mr_advice`,
+    /// `flags` `IBV_ADVISE_MR_FLAG_*`; the ranges are lkeys of on-demand
+    /// regions of `pd`.
+    AdviseMr {
+        pd: u32,
+        advice: u32,
+        flags: u32,
+        ranges: Vec<MrRange>,
+    },
 }
+
+/// `len` bytes at the client's `addr`, through `lkey` (an `ibv_sge`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MrRange {
+    pub addr: u64,
+    pub len: u32,
+    pub lkey: u32,
+}
+
+/// Most ranges one `AdviseMr` carries (well inside [`MAX_MSG`]).
+pub const MAX_ADVISE_RANGES: usize = 256;
 
 /// Device attributes (the fields of `struct ibv_device_attr` rxu reports).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -183,6 +248,7 @@ pub struct DeviceAttr {
     pub max_cq: u32,
     pub max_cqe: u32,
     pub max_mr: u32,
+    pub max_mw: u32,
     pub max_pd: u32,
     pub max_qp_rd_atom: u32,
     pub max_ee_rd_atom: u32,
@@ -287,7 +353,13 @@ pub enum Response {
         lkey: u32,
         rkey: u32,
     },
-    /// fds: [0] the CQ ring (this side consumes; slot = [`abi::CQE_SIZE`]).
+    /// To AllocMw.
+    Mw {
+        mw: u32,
+        rkey: u32,
+    },
+    /// fds: [0] the CQ ring (this side consumes; slot = [`abi::CQE_SIZE`],
+    /// or [`abi::CQE_STAMPED_SIZE`] for a CQ with timestamps).
     Cq {
         cq: u32,
         cqe: u32,
@@ -322,6 +394,13 @@ pub enum Response {
     },
     /// To a `Cm` request.
     Cm(cm::CmResponse),
+    /// To ImportMr.
+    ImportedMr {
+        pd: u32,
+        lkey: u32,
+        rkey: u32,
+        len: u64,
+    },
 }
 
 /// Encoding failures.

@@ -19,6 +19,7 @@ use super::log::{debug, info};
 use super::objects::Objects;
 use super::port::{Port, PortChange, PortView};
 use super::session::event;
+use super::share;
 use rxu_cm::engine::CmTiming;
 
 /// The parts are the daemon module's to borrow apart (a request handler
@@ -81,6 +82,7 @@ impl Device {
     /// QPs vanish from the wire, so their peers (local or remote) see
     /// their retries run out, not a hang.
     pub fn disconnect(&mut self, id: u32) {
+        share::hand_over(&mut self.objects, self.endpoint.memory_mut(), id);
         let Some(s) = self
             .objects
             .disconnect(&mut self.endpoint, &mut self.counters, id)

@@ -10,7 +10,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use transport::engine::Endpoint;
 use transport::qp::access;
 
-use crate::mem::DeviceMemory;
+use crate::mem::{DeviceMemory, RegError};
 use rxu_abi::proto::{Request, Response, PROTO_VERSION};
 use rxu_abi::ring::Doorbell;
 
@@ -21,7 +21,7 @@ use super::objects::Objects;
 use super::port::Port;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::Mr;
-use super::{admin, cq, qp, srq, sys};
+use super::{admin, advise, cq, mr, mw, qp, share, srq, sys};
 
 impl Device {
     /// Handles one request of session `id` (which must exist). `fds` are
@@ -115,15 +115,18 @@ impl Device {
                 "admin connections only query and manage the daemon",
             );
         }
-        let takes_fds = matches!(req, Request::CreateCq { channel: true, .. });
+        let takes_fds = matches!(
+            req,
+            Request::CreateCq { channel: true, .. } | Request::BindCmdFd | Request::ImportContext
+        );
         if !fds.is_empty() && !takes_fds {
             return refuse(libc::EINVAL, "unexpected file descriptors");
         }
         if !admin {
-            // Work requests posted before this call are taken first, so
-            // the call sees them in program order (a modify_qp after a
-            // post_recv, a destroy after a post).
-            self.consume_session(id);
+            // Work requests posted before this call are taken (and what
+            // they send is sent) first, so the call sees them in program
+            // order (a modify_qp after a post_recv, a destroy after a post).
+            self.take_posted(id);
             self.deliver();
         }
         let (o, e, port) = (&mut self.objects, &mut self.endpoint, &self.port);
@@ -165,12 +168,46 @@ impl Device {
                 },
             ),
             Request::DeregMr { mr } => dereg_mr(o, e, counters, id, mr),
+            Request::ReregMr {
+                mr: h,
+                flags,
+                pd,
+                addr,
+                len,
+                access,
+            } => mr::reregister(
+                o,
+                e,
+                id,
+                mr::Rereg {
+                    mr: h,
+                    flags,
+                    pd,
+                    addr,
+                    len,
+                    access,
+                },
+            ),
+            Request::AllocMw { pd, mw_type } => mw::alloc(o, e, id, pd, mw_type),
+            Request::DeallocMw { mw } => mw::dealloc(o, e, id, mw),
             Request::CreateCq {
                 cqe,
                 comp_vector,
                 user_handle,
                 channel,
-            } => cq::create(o, id, cqe, comp_vector, user_handle, channel, fds),
+                timestamps,
+            } => cq::create(
+                o,
+                id,
+                cq::NewCq {
+                    cqe,
+                    comp_vector,
+                    user_handle,
+                    channel,
+                    timestamps,
+                },
+                fds,
+            ),
             Request::ResizeCq { cq, cqe } => cq::resize(o, id, cq, cqe),
             Request::DestroyCq { cq } => cq::destroy(o, id, cq),
             Request::CreateSrq {
@@ -196,7 +233,7 @@ impl Device {
                 mask,
                 max_wr,
                 srq_limit,
-            } => srq::modify(o, id, srq, mask, max_wr, srq_limit),
+            } => srq::modify(o, e, id, srq, (mask, max_wr, srq_limit)),
             Request::QuerySrq { srq } => srq::query(o, id, srq),
             Request::DestroySrq { srq } => srq::destroy(o, e, id, srq),
             Request::CreateQp {
@@ -237,6 +274,16 @@ impl Device {
             }
             Request::AttachMcast { qp, gid, lid: _ } => self.mcast(id, qp, gid, true),
             Request::DetachMcast { qp, gid, lid: _ } => self.mcast(id, qp, gid, false),
+            Request::BindCmdFd => share::bind_cmd_fd(o, id, fds),
+            Request::ImportContext => share::import_context(o, id, fds),
+            Request::ImportPd { pd } => share::import_pd(o, id, pd),
+            Request::ImportMr { mr } => share::import_mr(o, id, mr),
+            Request::AdviseMr {
+                pd,
+                advice,
+                flags,
+                ranges,
+            } => advise::advise_mr(o, e, id, pd, (advice, flags), &ranges),
             Request::Status => Ok(Reply::ok(self.status())),
             Request::Stats => Ok(Reply::ok(self.stats())),
             Request::Shutdown { force } => {
@@ -358,15 +405,29 @@ fn alloc_pd(objects: &mut Objects, id: u32) -> Handled {
     Ok(Reply::ok(Response::Pd { pd }))
 }
 
+/// Deallocates PD `pd`: one of the session's own, or one it imported
+/// (which, as on a kernel, destroys the group's PD). EBUSY while any
+/// session's objects use it; then no session may import or use it.
 fn dealloc_pd(objects: &mut Objects, id: u32, pd: u32) -> Handled {
     let s = objects.session_mut(id)?;
-    if !s.pds.contains(&pd) {
+    let owner = if s.pds.contains(&pd) {
+        Some(id)
+    } else if s.shared_pds.contains(&pd) {
+        let group = s.group;
+        objects.pd_owner(group, pd)
+    } else {
+        None
+    };
+    let Some(owner) = owner else {
         return refuse(libc::ENOENT, format!("no PD {pd}"));
-    }
-    if s.pd_in_use(pd) {
+    };
+    if objects.count(|s| usize::from(s.pd_in_use(pd))) > 0 {
         return refuse(libc::EBUSY, format!("PD {pd} still has MRs, SRQs or QPs"));
     }
-    s.pds.remove(&pd);
+    objects.session_mut(owner)?.pds.remove(&pd);
+    for s in objects.sessions_mut() {
+        s.shared_pds.remove(&pd);
+    }
     Ok(Reply::ok(Response::Ok))
 }
 
@@ -397,7 +458,7 @@ fn reg_mr(
     let max_size = objects.attr().max_mr_size;
     let n = objects.count(|s| s.mrs.len());
     let s = objects.session_mut(id)?;
-    if !s.pds.contains(&pd) {
+    if !s.may_use_pd(pd) {
         return refuse(libc::EINVAL, format!("no PD {pd}"));
     }
     if len == 0 || addr.checked_add(len).is_none() || iova.checked_add(len).is_none() {
@@ -424,8 +485,10 @@ fn reg_mr(
             errno: e.errno(),
             msg: format!("reg_mr: {e}"),
         })?;
-    counters.mr_bytes_registered += len;
-    let mr = s.new_handle();
+    // Saturating: an implicit ODP region is 2^64 - 1 bytes.
+    counters.mr_bytes_registered = counters.mr_bytes_registered.saturating_add(len);
+    let mr = objects.alloc_mr_handle();
+    let s = objects.session_mut(id)?;
     s.mrs.insert(
         mr,
         Mr {
@@ -449,15 +512,24 @@ fn dereg_mr(
     id: u32,
     mr: u32,
 ) -> Handled {
-    let Some(m) = objects.session_mut(id)?.mrs.remove(&mr) else {
+    // One of its own, or (as on a kernel) an imported one of its group.
+    let group = objects.session_mut(id)?.group;
+    let owner = objects.mr_owner(group, mr).unwrap_or(id);
+    let s = objects.session_mut(owner)?;
+    let Some(lkey) = s.mrs.get(&mr).map(|m| m.lkey) else {
         return refuse(libc::ENOENT, format!("no MR {mr}"));
     };
-    counters.mr_deregistrations += 1;
-    if let Err(e) = endpoint.memory_mut().deregister(id, m.lkey) {
+    match endpoint.memory_mut().deregister(owner, lkey) {
+        Ok(()) => {}
+        Err(e @ RegError::WindowsBound) => {
+            return refuse(e.errno(), format!("dereg_mr: {e}"));
+        }
         // The table said it was ours: the memory layer disagrees, which
         // leaves nothing to undo for the client.
-        debug!("client {id}: deregister lkey {:#x}: {e}", m.lkey);
+        Err(e) => debug!("client {id}: deregister lkey {lkey:#x}: {e}"),
     }
+    s.mrs.remove(&mr);
+    counters.mr_deregistrations += 1;
     Ok(Reply::ok(Response::Ok))
 }
 

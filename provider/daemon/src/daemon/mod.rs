@@ -7,13 +7,15 @@
 //! Modules: `setup` (start-up: facts, engine bind errors, runtime
 //! files), `event_loop` (the single-threaded loop and its spin policy),
 //! `device` (the device: its parts `objects`, `port`, the engine and
-//! `counters`), `handle` (dispatch) and `cq`, `srq`, `qp`, `admin` (the
+//! `counters`), `handle` (dispatch) and `cq`, `srq`, `qp`, `mr`, `mw`, `admin` (the
 //! requests, each a function of the parts it needs; `reply` is what they
 //! return), `datapath` (rings <-> engine), `wqe` (slot validation),
-//! `session` (per-client objects), `netlink`, `link` and `port` (port 1
-//! follows its netdev).
+//! `session` (per-client objects), `share` (contexts imported with
+//! `ibv_import_device` and their PDs and MRs), `netlink`, `link` and
+//! `port` (port 1 follows its netdev).
 
 pub mod admin;
+pub mod advise;
 pub mod cm;
 pub mod cm_join;
 pub mod completion;
@@ -26,6 +28,8 @@ pub mod handle;
 pub mod link;
 pub mod log;
 pub mod mcast;
+pub mod mr;
+pub mod mw;
 pub mod netlink;
 pub mod objects;
 pub mod port;
@@ -33,6 +37,7 @@ pub mod qp;
 pub mod reply;
 pub mod session;
 pub mod setup;
+pub mod share;
 pub mod srq;
 pub mod sys;
 pub mod wqe;

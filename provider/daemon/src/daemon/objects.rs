@@ -40,6 +40,7 @@ pub struct Objects {
     next_client: u32,
     next_pd: u32,
     next_cq: u32,
+    next_mr: u32,
 }
 
 impl Objects {
@@ -54,6 +55,7 @@ impl Objects {
             next_client: 1,
             next_pd: 1,
             next_cq: 1,
+            next_mr: 1,
         }
     }
 
@@ -154,6 +156,34 @@ impl Objects {
         }
     }
 
+    /// A device-wide unique MR handle (so that within a group of sessions
+    /// sharing a context, a handle names one MR).
+    pub(super) fn alloc_mr_handle(&mut self) -> u32 {
+        loop {
+            let h = self.next_mr;
+            self.next_mr = self.next_mr.wrapping_add(1).max(1);
+            if !self.sessions.values().any(|s| s.mrs.contains_key(&h)) {
+                return h;
+            }
+        }
+    }
+
+    /// The session of group `group` that allocated PD `pd`.
+    pub(super) fn pd_owner(&self, group: u32, pd: u32) -> Option<u32> {
+        self.sessions
+            .values()
+            .find(|s| s.group == group && s.pds.contains(&pd))
+            .map(|s| s.id)
+    }
+
+    /// The session of group `group` that registered MR `mr`.
+    pub(super) fn mr_owner(&self, group: u32, mr: u32) -> Option<u32> {
+        self.sessions
+            .values()
+            .find(|s| s.group == group && s.mrs.contains_key(&mr))
+            .map(|s| s.id)
+    }
+
     /// A device-wide unique CQ id (the endpoint's name for the CQ).
     pub(super) fn alloc_cq_id(&mut self) -> u32 {
         loop {
@@ -224,6 +254,9 @@ impl Objects {
             add_qp_counters(&mut self.retired_qps, q.counters());
         }
         let _ = endpoint.destroy_qp(qpn, &mut DeviceCqs::new(self, counters));
+        // Type 2 windows bound through it are freed: the QP number may
+        // come back for another QP.
+        endpoint.memory_mut().release_qp(qpn);
         self.qp_owner.remove(&qpn);
     }
 

@@ -66,7 +66,7 @@ pub(super) fn create(
         (a.max_qp_wr, a.max_sge, a.max_inline_data, a.max_qp as usize);
     let n = objects.count(|s| s.qps.len());
     let s = objects.session_mut(id)?;
-    if !s.pds.contains(&r.pd) {
+    if !s.may_use_pd(r.pd) {
         return invalid(format!("no PD {}", r.pd));
     }
     let (Some(scq), Some(rcq)) = (s.cqs.get(&r.send_cq), s.cqs.get(&r.recv_cq)) else {
@@ -214,6 +214,16 @@ pub(super) fn modify(
             drain(rq);
         }
         qp.broken = false;
+        // Nor does it complete: the client drops the completions of this
+        // QP it has not polled (as mlx5 cleans its CQ); these are the ones
+        // not yet in its ring.
+        let (scq, rcq) = (qp.send_cq, qp.recv_cq);
+        for h in [scq, rcq] {
+            if let Some(cq) = s.cqs.get_mut(&h) {
+                cq.backlog
+                    .retain(|e| abi::Cqe::new_unchecked(e).qp_num() != qpn);
+            }
+        }
     }
     Ok(Reply::ok(Response::Ok))
 }

@@ -25,6 +25,13 @@ pub struct Mr {
     pub len: u64,
 }
 
+/// A memory window; its state lives in the memory layer, under `rkey`'s
+/// index (the low 8 bits change with binds).
+pub struct Mw {
+    pub pd: u32,
+    pub rkey: u32,
+}
+
 pub struct Cq {
     /// Device-wide number: the CQ tag the endpoint's completions carry.
     pub id: u32,
@@ -42,6 +49,8 @@ pub struct Cq {
     /// of those that reached the ring may be solicited (for the channel).
     pub posted: usize,
     pub wake: bool,
+    /// Entries carry their completion times (created with timestamps).
+    pub timestamps: bool,
 }
 
 pub struct Srq {
@@ -94,7 +103,16 @@ pub struct Session {
     pub async_sock: Option<OwnedFd>,
     pub bell: Option<Doorbell>,
     pub pds: BTreeSet<u32>,
+    /// PDs of other sessions of the group this one imported (`share`).
+    pub shared_pds: BTreeSet<u32>,
+    /// The session whose context this one imported, or its own id: the
+    /// sessions of a group share PDs and MRs (`share`).
+    pub group: u32,
+    /// A copy of the application's cmd_fd, which names the context to
+    /// `ibv_import_device` (`share`).
+    pub cmd_file: Option<OwnedFd>,
     pub mrs: BTreeMap<u32, Mr>,
+    pub mws: BTreeMap<u32, Mw>,
     pub cqs: BTreeMap<u32, Cq>,
     pub srqs: BTreeMap<u32, Srq>,
     pub qps: BTreeMap<u32, Qp>,
@@ -114,7 +132,11 @@ impl Session {
             async_sock: None,
             bell: None,
             pds: BTreeSet::new(),
+            shared_pds: BTreeSet::new(),
+            group: id,
+            cmd_file: None,
             mrs: BTreeMap::new(),
+            mws: BTreeMap::new(),
             cqs: BTreeMap::new(),
             srqs: BTreeMap::new(),
             qps: BTreeMap::new(),
@@ -123,15 +145,22 @@ impl Session {
         }
     }
 
-    /// A fresh handle for an MR, CQ or SRQ (unique within the session).
+    /// A fresh handle for an MR, MW, CQ or SRQ (unique within the session).
     pub fn new_handle(&mut self) -> u32 {
         let h = self.next_handle;
         self.next_handle = self.next_handle.wrapping_add(1).max(1);
         h
     }
 
+    /// Whether objects of this session may be created in PD `pd`: its own,
+    /// or one it imported.
+    pub fn may_use_pd(&self, pd: u32) -> bool {
+        self.pds.contains(&pd) || self.shared_pds.contains(&pd)
+    }
+
     pub fn pd_in_use(&self, pd: u32) -> bool {
         self.mrs.values().any(|m| m.pd == pd)
+            || self.mws.values().any(|m| m.pd == pd)
             || self.srqs.values().any(|s| s.pd == pd)
             || self.qps.values().any(|q| q.pd == pd)
     }

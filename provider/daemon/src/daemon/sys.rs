@@ -280,6 +280,32 @@ pub fn is_socket(fd: BorrowedFd<'_>) -> bool {
     r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK
 }
 
+/// Whether two of our fds are the same open file (one `open`, however
+/// many dups and SCM_RIGHTS copies): kcmp(KCMP_FILE) on ourselves, which
+/// needs no ptrace right. Several /dev/null opens look identical to
+/// fstat; only this tells an application's cmd_fd from another.
+pub fn same_open_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> io::Result<bool> {
+    const KCMP_FILE: libc::c_long = 0;
+    // SAFETY: getpid has no preconditions.
+    let pid = libc::c_long::from(unsafe { libc::getpid() });
+    // SAFETY: kcmp only compares kernel objects of our own fds (both open
+    // for the duration of the call) and returns 0, 1, 2 or -1.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            pid,
+            pid,
+            KCMP_FILE,
+            libc::c_long::from(a.as_raw_fd()),
+            libc::c_long::from(b.as_raw_fd()),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r == 0)
+}
+
 /// Whether `fd` is this process's own `/proc/<pid>/mem`: a client must
 /// not make the daemon reach into itself.
 pub fn is_own_mem(fd: BorrowedFd<'_>) -> bool {

@@ -8,7 +8,7 @@
 
 use std::net::IpAddr;
 
-use transport::qp::{send_flags, Payload, RecvWqe, SendOp, SendWqe, UdDest, WcOpcode};
+use transport::qp::{send_flags, MwBind, Payload, RecvWqe, SendOp, SendWqe, UdDest, WcOpcode};
 use transport::verbs::WrOpcode;
 
 use crate::verbs;
@@ -134,18 +134,30 @@ pub fn send_wqe(slot: &[u8], lim: &SqLimits) -> Result<SendWqe, BadWqe> {
             plt: (s.flush() & 0xff) as u8,
             sel: ((s.flush() >> 8) & 0xff) as u8,
         },
-        _ if s.opcode().info().is_some() => {
-            return Err(bad("opcode not supported (memory windows, LOCAL_INV, TSO)"))
+        // abi: LOCAL_INV carries the key in imm_data.
+        WrOpcode::LOCAL_INV => SendOp::LocalInv { rkey: imm },
+        WrOpcode::BIND_MW => {
+            if s.num_sge() != 0 || s.inline_len() != 0 {
+                return Err(bad("BIND_MW carries no data"));
+            }
+            SendOp::BindMw(MwBind {
+                mw_rkey: rkey,
+                new_rkey: imm,
+                mr_lkey: s.bind_lkey(),
+                addr: ra,
+                len: s.compare_add(),
+                access: s.bind_access(),
+            })
         }
+        _ if s.opcode().info().is_some() => return Err(bad("opcode not supported (TSO)")),
         _ => return Err(bad("unknown opcode")),
     };
     let ud = if lim.qp_type == QpType::Ud {
         if s.ud_qpn() > 0xFF_FFFF {
             return Err(bad("UD remote QPN above 2^24-1"));
         }
-        if s.ud_flow_label() > 0xF_FFFF {
-            return Err(bad("flow label above 2^20-1"));
-        }
+        // The flow label is not checked: the kernel keeps its low 20 bits
+        // (and rxe does not use it for UD), and UCX sets all 32 on purpose.
         let addr = verbs::addr_of_gid(&s.ud_gid());
         if (addr.is_ipv6() != lim.ipv6 && !lim.dual) || addr.is_unspecified() || unsendable(addr) {
             return Err(bad("UD destination GID not reachable from this device"));
@@ -267,6 +279,43 @@ mod tests {
     }
 
     #[test]
+    fn local_operations_decode() {
+        let l = lim(QpType::Rc);
+        let size = send_slot_size(2, 64) as usize;
+        let s = SendSpec {
+            wr_id: 3,
+            opcode: WrOpcode::BIND_MW,
+            rkey: 0x1234_5600,
+            imm_data: 0x1234_5601,
+            remote_addr: 0x4000,
+            compare_add: 512,
+            bind_lkey: 77,
+            bind_access: 6,
+            ..Default::default()
+        };
+        let w = send_wqe(&s.slot(size), &l).unwrap();
+        assert_eq!(
+            w.op,
+            SendOp::BindMw(MwBind {
+                mw_rkey: 0x1234_5600,
+                new_rkey: 0x1234_5601,
+                mr_lkey: 77,
+                addr: 0x4000,
+                len: 512,
+                access: 6,
+            })
+        );
+        let s = SendSpec {
+            wr_id: 4,
+            opcode: WrOpcode::LOCAL_INV,
+            imm_data: 0x55,
+            ..Default::default()
+        };
+        let w = send_wqe(&s.slot(size), &l).unwrap();
+        assert_eq!(w.op, SendOp::LocalInv { rkey: 0x55 });
+    }
+
+    #[test]
     fn bad_slots_name_their_wr_id() {
         let l = lim(QpType::Rc);
         let size = send_slot_size(4, 128) as usize;
@@ -303,7 +352,13 @@ mod tests {
             },
             SendSpec {
                 wr_id: 6,
+                opcode: WrOpcode::TSO,
+                ..Default::default()
+            },
+            SendSpec {
+                wr_id: 7,
                 opcode: WrOpcode::BIND_MW,
+                sges: vec![Sge::default(); 1],
                 ..Default::default()
             },
         ];
@@ -345,6 +400,23 @@ mod tests {
         assert!(send_wqe(&s.slot(size), &l).is_err(), "family mismatch");
         s.ud_gid = [0; 16];
         assert!(send_wqe(&s.slot(size), &l).is_err(), "unspecified");
+    }
+
+    /// UCX sets a UD AH's flow label to 0xFFFFFFFF; the kernel takes the
+    /// low 20 bits and rxe's UD path does not use it at all.
+    #[test]
+    fn ud_flow_label_above_20_bits_is_accepted() {
+        let s = SendSpec {
+            wr_id: 4,
+            opcode: WrOpcode::SEND,
+            ud_qpn: 0x12,
+            ud_qkey: 0x1111,
+            ud_gid: verbs::gid_of("127.0.0.1".parse().unwrap()),
+            ud_flow_label: 0xFFFF_FFFF,
+            ..Default::default()
+        };
+        let w = send_wqe(&s.slot(send_slot_size(2, 64) as usize), &lim(QpType::Ud)).unwrap();
+        assert_eq!(w.ud.map(|u| u.qpn), Some(0x12));
     }
 
     #[test]

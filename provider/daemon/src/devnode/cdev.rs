@@ -3,6 +3,12 @@
 //! cmd_fd; the provider never issues kernel commands on it (docs/libibverbs-contract.md §1.3,
 //! §2.1). Any character device works; /dev/null behaves as the contract
 //! needs (ioctl -> ENOTTY).
+//!
+//! The `dev` file says the numbers of what opening the node gives — for
+//! either kind /dev/null's — because libibverbs checks them at open and
+//! `ibv_import_device` matches an fd's numbers against them (with `0:0`
+//! the import finds no device: ENODEV). Every rxu device thus has the same
+//! numbers; the provider tells them apart by asking the daemons.
 
 use std::ffi::CString;
 use std::fs;
@@ -14,8 +20,8 @@ use std::path::Path;
 /// What to put at `/dev/infiniband/uverbsN`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CdevKind {
-    /// A symlink to /dev/null, with `dev` = `0:0` (no rdev check at open).
-    /// The contract's recommendation: needs no CAP_MKNOD and works in
+    /// A symlink to /dev/null, with `dev` = /dev/null's numbers. The
+    /// contract's recommendation: needs no CAP_MKNOD and works in
     /// containers whose device cgroup allows /dev/null.
     NullSymlink,
     /// A character device node made with mknod, with its `major:minor`
@@ -26,19 +32,19 @@ pub enum CdevKind {
 impl CdevKind {
     /// A character device with /dev/null's numbers (1:3 on Linux).
     pub fn null_char_device() -> io::Result<CdevKind> {
-        let rdev = fs::metadata("/dev/null")?.rdev();
-        Ok(CdevKind::CharDevice {
-            major: libc::major(rdev),
-            minor: libc::minor(rdev),
-        })
+        let (major, minor) = null_numbers()?;
+        Ok(CdevKind::CharDevice { major, minor })
     }
 
-    /// Contents of `class/infiniband_verbs/uverbsN/dev`.
+    /// Contents of `class/infiniband_verbs/uverbsN/dev`: the numbers of
+    /// the device the node opens (`0:0`, no check at open and no import,
+    /// only if /dev/null cannot be stat()ed).
     pub fn dev_file(self) -> String {
-        match self {
-            CdevKind::NullSymlink => "0:0".to_owned(),
-            CdevKind::CharDevice { major, minor } => format!("{major}:{minor}"),
-        }
+        let (major, minor) = match self {
+            CdevKind::NullSymlink => null_numbers().unwrap_or((0, 0)),
+            CdevKind::CharDevice { major, minor } => (major, minor),
+        };
+        format!("{major}:{minor}")
     }
 
     /// Whether what sits at `path` is a node of this kind (so a leftover from
@@ -106,13 +112,25 @@ pub fn remove(path: &Path, kind: CdevKind) -> io::Result<()> {
     }
 }
 
-/// Parses `uverbsN/dev` back into the kind of node it describes.
-pub fn parse_dev_file(s: &str) -> Option<CdevKind> {
-    let (major, minor) = s.trim_end().split_once(':')?;
-    let (major, minor) = (major.parse().ok()?, minor.parse().ok()?);
-    Some(if (major, minor) == (0, 0) {
-        CdevKind::NullSymlink
-    } else {
-        CdevKind::CharDevice { major, minor }
-    })
+/// /dev/null's device numbers.
+fn null_numbers() -> io::Result<(u32, u32)> {
+    let rdev = fs::metadata("/dev/null")?.rdev();
+    Ok((libc::major(rdev), libc::minor(rdev)))
+}
+
+/// The kind of the node at `node` whose `uverbsN/dev` says `dev`: the
+/// numbers alone do not tell a symlink to /dev/null from a node made
+/// with its numbers, the node does (`0:0`: a tree of an older rxu).
+pub fn parse_dev_file(dev: &str, node: &Path) -> Option<CdevKind> {
+    let (major, minor) = dev.trim_end().split_once(':')?;
+    let (major, minor): (u32, u32) = (major.parse().ok()?, minor.parse().ok()?);
+    let symlink = CdevKind::NullSymlink.matches(node).unwrap_or(false);
+    let null = null_numbers().ok();
+    Some(
+        if (major, minor) == (0, 0) || (symlink && null == Some((major, minor))) {
+            CdevKind::NullSymlink
+        } else {
+            CdevKind::CharDevice { major, minor }
+        },
+    )
 }

@@ -9,6 +9,7 @@
 //! <root>/class/infiniband/<ibdev>/{node_type,node_guid,...,ports/1/...,rxu/...,
 //!                                  device/net/<ifname> -> /sys/class/net/<ifname>}
 //! /dev/infiniband/uverbsN                                 -> /dev/null (or mknod)
+//!                                  (uverbsN/dev says /dev/null's numbers either way)
 //! ```
 //!
 //! libibverbs treats a device as new whenever the mtime of
@@ -136,7 +137,7 @@ impl DevNode {
         // The name is about to become part of paths we delete: check it.
         check_ibdev_name(&ibdev)?;
         let dev = read(uverbs_dir.join("dev"))?;
-        let cdev = cdev::parse_dev_file(&dev)
+        let cdev = cdev::parse_dev_file(&dev, &paths.cdev(uverbs_index))
             .ok_or_else(|| DevNodeError::NotOurs(format!("uverbs dev file {dev:?}")))?;
         let ibdev_dir = paths.ibdev_dir(&ibdev);
         let gid_tbl_len = read(ibdev_dir.join(tree::rxu_path("gid_tbl_len")))?

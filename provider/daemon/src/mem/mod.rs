@@ -17,7 +17,22 @@
 //! (rkeys) by its iova (`va - iova + addr`).
 //!
 //! Like ODP rather than pinned memory, an access reaches whatever the
-//! client has mapped at that address at the time of the access.
+//! client has mapped at that address at the time of the access: a
+//! registration pins nothing. So IBV_ACCESS_ON_DEMAND regions are ordinary
+//! regions that skip the registration-time check that the range is
+//! mapped (a kernel ODP registration does not fault pages in either), and
+//! the implicit ODP region (`ibv_reg_mr(pd, NULL, SIZE_MAX, ON_DEMAND)`)
+//! is the region [0, 2^64 - 1) of the client's address space. An access
+//! to memory that is not mapped then is an access error (a NAK with
+//! "remote access error" to a peer, an error completion locally), never
+//! a fault in rxud. `ibv_advise_mr` is in `advise.rs`.
+//!
+//! Memory windows (`mw.rs` keeps the table, the transport's
+//! `qp::window` makes the verdicts) share the rkey space: a window's key
+//! is 24 random index bits and 8 bits the binder picks, and no region key
+//! has the upper 24 bits of a window's. A remote key that names no region
+//! is looked up as a window, resolved to its region, and translated
+//! there.
 //!
 //! Atomics are a pread, the arithmetic, and a pwrite. They are atomic
 //! with respect to every other atomic through this device because the
@@ -25,10 +40,12 @@
 //! client's CPU, and they operate on host-order 64-bit words.
 
 pub mod access;
+pub mod advise;
 mod bounds;
 mod keys;
 mod latency;
 mod mapcheck;
+mod mw;
 #[cfg(test)]
 mod tests;
 
@@ -39,12 +56,17 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use transport::qp::window::{MrView, MwBind, MwType, Window};
 use transport::qp::{AtomicOp, MemError, Memory};
 
-use crate::verbs::MAX_MR;
+use crate::verbs::{MAX_MR, MAX_MW};
 use keys::{KeyMap, KeySource};
 use latency::Reservoir;
 use mapcheck::MapSource;
+use mw::Windows;
+
+/// The page size ranges are rounded to (x86-64's base page).
+const PAGE: u64 = 4096;
 
 /// Keys of a registered region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +89,9 @@ pub enum RegError {
     /// Device limit reached (or no randomness for a key).
     #[error("out of resources: {0}")]
     NoResources(&'static str),
+    /// Memory windows are bound to the region (IBA 10.6.7.2.6).
+    #[error("memory windows are bound to the region")]
+    WindowsBound,
 }
 
 impl RegError {
@@ -78,6 +103,8 @@ impl RegError {
             RegError::Fault => libc::EFAULT,
             RegError::NoClient => libc::EINVAL,
             RegError::NoResources(_) => libc::ENOMEM,
+            // As rxe's dereg_mr.
+            RegError::WindowsBound => libc::EINVAL,
         }
     }
 }
@@ -127,6 +154,7 @@ struct Mr {
 pub struct DeviceMemory {
     clients: HashMap<u32, Client>,
     mrs: KeyMap<Mr>,
+    windows: Windows,
     keys: KeySource,
     registrations: u64,
     failures: u64,
@@ -154,6 +182,7 @@ impl DeviceMemory {
         if self.clients.remove(&client).is_none() {
             return;
         }
+        self.windows.remove_client(client);
         let mut freed = 0u64;
         self.mrs.retain(|_, m| {
             let keep = m.info.client != client;
@@ -213,9 +242,20 @@ impl DeviceMemory {
         if self.mrs.len() >= MAX_MR as usize {
             return Err(RegError::NoResources("too many memory regions"));
         }
-        let writable = access & access::WRITABLE != 0;
-        mapcheck::check_mapped(&c.mem, &c.maps, addr, len, writable)
-            .map_err(|_| RegError::Fault)?;
+        if access & access::ON_DEMAND != 0 {
+            // Implicit ODP: the whole address space, at iova 0 (as mlx5).
+            if addr == 0 && len == u64::MAX && iova != 0 {
+                return Err(RegError::Invalid("implicit ODP region with a nonzero iova"));
+            }
+        } else {
+            // As ib_umem_get: the page-aligned end must not wrap.
+            if (addr + len).checked_next_multiple_of(PAGE).is_none() {
+                return Err(RegError::Invalid("address range wraps around"));
+            }
+            let writable = access & access::WRITABLE != 0;
+            mapcheck::check_mapped(&c.mem, &c.maps, addr, len, writable)
+                .map_err(|_| RegError::Fault)?;
+        }
         let mem = Arc::clone(&c.mem);
         let key = self.fresh_key()?;
         let info = MrInfo {
@@ -244,23 +284,157 @@ impl DeviceMemory {
                 .keys
                 .next_key()
                 .ok_or(RegError::NoResources("no randomness for a key"))?;
-            if k != 0 && !self.mrs.contains_key(&k) {
+            if k != 0 && !self.mrs.contains_key(&k) && !self.windows.has_index(Window::index(k)) {
                 return Ok(k);
             }
         }
         Err(RegError::NoResources("no free key"))
     }
 
-    /// Deregisters the region with `lkey`, if `client` owns it.
+    /// Whether `client`'s process is gone (or going): its memory reads as
+    /// end-of-file, where a live process's unmapped page 0 is EIO.
+    pub fn client_gone(&self, client: u32) -> bool {
+        let Some(c) = self.clients.get(&client) else {
+            return true;
+        };
+        let mut b = [0u8; 1];
+        matches!(c.mem.read_at(&mut b, 0), Ok(0))
+    }
+
+    /// Makes `to` the owner of every region `from` registered (their
+    /// memory stays `from`'s /proc/<pid>/mem): a client leaving a shared
+    /// context hands its MRs to one that stays.
+    pub fn reassign(&mut self, from: u32, to: u32) {
+        for m in self.mrs.values_mut() {
+            if m.info.client == from {
+                m.info.client = to;
+            }
+        }
+    }
+
+    /// Deregisters the region with `lkey`, if `client` owns it and no
+    /// window is bound to it.
     pub fn deregister(&mut self, client: u32, lkey: u32) -> Result<(), RegError> {
         match self.mrs.get(&lkey) {
             Some(m) if m.info.client == client => {}
             _ => return Err(RegError::NoSuchMr),
         }
+        if self.windows.bound_to(lkey) > 0 {
+            return Err(RegError::WindowsBound);
+        }
         if let Some(m) = self.mrs.remove(&lkey) {
             self.bytes = self.bytes.saturating_sub(m.info.len);
         }
         Ok(())
+    }
+
+    /// `ibv_rereg_mr` of `client`'s region `key`: a new PD, a new range
+    /// (`[addr, addr+len)`, addressed by peers at the same addresses) and
+    /// new access flags, each when given; the keys stay. Accesses after
+    /// the call see only the new region (a receive posted with the old
+    /// addresses fails, as on hardware). Refused while windows are bound
+    /// to it. The caller has checked that `pd` belongs to `client`.
+    pub fn reregister(
+        &mut self,
+        client: u32,
+        key: u32,
+        pd: Option<u32>,
+        range: Option<(u64, u64)>,
+        access: Option<u32>,
+    ) -> Result<(), RegError> {
+        let c = self.clients.get(&client).ok_or(RegError::NoClient)?;
+        let m = match self.mrs.get(&key) {
+            Some(m) if m.info.client == client => m,
+            _ => return Err(RegError::NoSuchMr),
+        };
+        if self.windows.bound_to(key) > 0 {
+            return Err(RegError::WindowsBound);
+        }
+        let access = match access {
+            Some(a) => access::check(a).map_err(RegError::Invalid)?,
+            None => m.info.access,
+        };
+        let (addr, len, iova) = match range {
+            Some((addr, len)) => {
+                if len == 0 || addr.checked_add(len).is_none() {
+                    return Err(RegError::Invalid("empty or wrapping range"));
+                }
+                (addr, len, addr)
+            }
+            None => (m.info.addr, m.info.len, m.info.iova),
+        };
+        // An on-demand region is not checked (as at registration); a
+        // region that stops being one is, like a new range or new writes.
+        let was_odp = m.info.access & access::ON_DEMAND != 0;
+        let check = range.is_some() || was_odp || access & access::WRITABLE & !m.info.access != 0;
+        if access & access::ON_DEMAND == 0 && check {
+            let writable = access & access::WRITABLE != 0;
+            mapcheck::check_mapped(&c.mem, &c.maps, addr, len, writable)
+                .map_err(|_| RegError::Fault)?;
+        }
+        let old_len = m.info.len;
+        if let Some(m) = self.mrs.get_mut(&key) {
+            m.info.pd = pd.unwrap_or(m.info.pd);
+            m.info.addr = addr;
+            m.info.len = len;
+            m.info.iova = iova;
+            m.info.access = access;
+        }
+        self.bytes = self.bytes.saturating_sub(old_len).saturating_add(len);
+        Ok(())
+    }
+
+    /// Allocates a memory window of `pd` for `client`; returns its rkey.
+    /// The caller has checked that `pd` belongs to `client`.
+    pub fn alloc_mw(&mut self, client: u32, pd: u32, ty: MwType) -> Result<u32, RegError> {
+        if !self.clients.contains_key(&client) {
+            return Err(RegError::NoClient);
+        }
+        if self.windows.len() >= MAX_MW as usize {
+            return Err(RegError::NoResources("too many memory windows"));
+        }
+        // Bounded like fresh_key: an index clashes with probability
+        // (windows + regions) / 2^24 per draw.
+        for _ in 0..64 {
+            let k = self
+                .keys
+                .next_key()
+                .ok_or(RegError::NoResources("no randomness for a key"))?;
+            let i = Window::index(k);
+            let clash = i == 0
+                || self.windows.has_index(i)
+                || (0..=0xffu32).any(|lo| self.mrs.contains_key(&(i << 8 | lo)));
+            if !clash {
+                self.windows.insert(client, Window::new(pd, ty, k));
+                return Ok(k);
+            }
+        }
+        Err(RegError::NoResources("no free window key"))
+    }
+
+    /// Frees `client`'s window named by `rkey` (any of its keys); a bound
+    /// window lets go of its region.
+    pub fn dealloc_mw(&mut self, client: u32, rkey: u32) -> Result<(), RegError> {
+        self.windows
+            .remove(client, rkey)
+            .map(|_| ())
+            .ok_or(RegError::Invalid("no such memory window"))
+    }
+
+    /// QP `qpn` is destroyed: the type 2 windows bound through it are
+    /// free again (the QP number may be given to another QP).
+    pub fn release_qp(&mut self, qpn: u32) {
+        self.windows.release_qp(qpn);
+    }
+
+    /// The window a key names (by index), for status and tests.
+    pub fn mw(&self, rkey: u32) -> Option<Window> {
+        self.windows.get(rkey).copied()
+    }
+
+    /// Number of memory windows `client` has allocated.
+    pub fn client_mws(&self, client: u32) -> u32 {
+        u32::try_from(self.windows.client_count(client)).unwrap_or(u32::MAX)
     }
 
     pub fn stats(&self) -> MemStats {
@@ -321,16 +495,26 @@ impl DeviceMemory {
         Ok((m, at))
     }
 
-    /// Region and client address of a remote (rkey) access.
+    /// Region and client address of a remote (rkey) access by QP `qpn`:
+    /// through a region's key, or through a window onto one.
     fn remote(
         &self,
         pd: u32,
+        qpn: u32,
         key: u32,
         va: u64,
         n: u64,
         need: u32,
     ) -> Result<(&Mr, u64), MemError> {
-        let m = self.lookup(pd, key, need)?;
+        let (m, va) = if self.mrs.contains_key(&key) {
+            (self.lookup(pd, key, need)?, va)
+        } else {
+            let w = self.windows.get(key).ok_or(MemError::InvalidKey)?;
+            let (mr, at) = w.resolve(pd, qpn, key, va, n, need)?;
+            // The window's access flags decide; the region must still be
+            // there, valid and of the PD.
+            (self.lookup(pd, mr, 0)?, at)
+        };
         let i = &m.info;
         let at = bounds::translate(i.addr, i.iova, i.len, va, n)?;
         Ok((m, at))
@@ -384,27 +568,43 @@ impl Memory for DeviceMemory {
     fn check_remote(
         &mut self,
         pd: u32,
+        qpn: u32,
         rkey: u32,
         va: u64,
         len: u64,
         need: u32,
     ) -> Result<(), MemError> {
-        self.remote(pd, rkey, va, len, need).map(|_| ())
+        self.remote(pd, qpn, rkey, va, len, need).map(|_| ())
     }
 
-    fn read_remote(&mut self, pd: u32, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), MemError> {
-        let (m, at) = self.remote(pd, rkey, va, dst.len() as u64, access::REMOTE_READ)?;
+    fn read_remote(
+        &mut self,
+        pd: u32,
+        qpn: u32,
+        rkey: u32,
+        va: u64,
+        dst: &mut [u8],
+    ) -> Result<(), MemError> {
+        let (m, at) = self.remote(pd, qpn, rkey, va, dst.len() as u64, access::REMOTE_READ)?;
         read(&m.mem, at, dst)
     }
 
-    fn write_remote(&mut self, pd: u32, rkey: u32, va: u64, src: &[u8]) -> Result<(), MemError> {
-        let (m, at) = self.remote(pd, rkey, va, src.len() as u64, access::REMOTE_WRITE)?;
+    fn write_remote(
+        &mut self,
+        pd: u32,
+        qpn: u32,
+        rkey: u32,
+        va: u64,
+        src: &[u8],
+    ) -> Result<(), MemError> {
+        let (m, at) = self.remote(pd, qpn, rkey, va, src.len() as u64, access::REMOTE_WRITE)?;
         write(&m.mem, at, src)
     }
 
     fn atomic_remote(
         &mut self,
         pd: u32,
+        qpn: u32,
         rkey: u32,
         va: u64,
         op: AtomicOp,
@@ -412,7 +612,7 @@ impl Memory for DeviceMemory {
         if !va.is_multiple_of(8) {
             return Err(MemError::Misaligned);
         }
-        let (m, at) = self.remote(pd, rkey, va, 8, op.needs())?;
+        let (m, at) = self.remote(pd, qpn, rkey, va, 8, op.needs())?;
         let mut b = [0u8; 8];
         read(&m.mem, at, &mut b)?;
         let old = u64::from_ne_bytes(b);
@@ -425,15 +625,42 @@ impl Memory for DeviceMemory {
         Ok(old)
     }
 
-    /// SEND with invalidate: the region stops answering to its key, local
-    /// or remote, until deregistered. Unlike rxe, which invalidates only
-    /// fast-registration MRs, any region may be invalidated (rxu has no
-    /// fast registration). An unknown or already invalid key is an error.
-    fn invalidate_remote(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
-        self.lookup(pd, rkey, 0)?;
-        if let Some(m) = self.mrs.get_mut(&rkey) {
-            m.info.valid = false;
+    /// LOCAL_INV and SEND with invalidate. A region stops answering to
+    /// its key, local or remote, until deregistered: unlike rxe, which
+    /// invalidates only fast-registration MRs, any region may be (rxu has
+    /// no fast registration), unless windows are bound to it. A window
+    /// follows [`Window::invalidate`]. An unknown or already invalid key
+    /// is an error.
+    fn invalidate(&mut self, pd: u32, _qpn: u32, key: u32) -> Result<(), MemError> {
+        if self.mrs.contains_key(&key) {
+            self.lookup(pd, key, 0)?;
+            if self.windows.bound_to(key) > 0 {
+                return Err(MemError::AccessDenied);
+            }
+            if let Some(m) = self.mrs.get_mut(&key) {
+                m.info.valid = false;
+            }
+            return Ok(());
         }
+        let w = self.windows.get_mut(key).ok_or(MemError::InvalidKey)?;
+        w.invalidate(pd, key).map(|_| ())
+    }
+
+    fn bind_mw(&mut self, pd: u32, qpn: u32, b: &MwBind) -> Result<(), MemError> {
+        let mr = self.mrs.get(&b.mr_lkey).and_then(|m| {
+            m.info.valid.then_some(MrView {
+                pd: m.info.pd,
+                iova: m.info.iova,
+                len: m.info.len,
+                access: m.info.access,
+            })
+        });
+        let w = self
+            .windows
+            .get_mut(b.mw_rkey)
+            .ok_or(MemError::InvalidKey)?;
+        w.check_bind(pd, b, mr)?;
+        w.bind(qpn, b);
         Ok(())
     }
 }

@@ -13,7 +13,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use transport::qp::{AtomicOp, MemError, Memory};
+use transport::qp::window::Window;
+use transport::qp::{AtomicOp, MemError, Memory, MwType};
 
 use super::access::*;
 use super::mapcheck::{self, MapError, MapSource};
@@ -23,6 +24,7 @@ use rxu_abi::proto::fdpass;
 const ALL: u32 = LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ | REMOTE_ATOMIC;
 const PD: u32 = 7;
 const CLIENT: u32 = 1;
+const QPN: u32 = 0x42;
 
 fn page() -> usize {
     // SAFETY: sysconf only reads a system constant.
@@ -135,7 +137,7 @@ fn reads_and_writes_own_buffer() {
     let mut got = [0u8; 100];
     d.read_local(PD, k.lkey, b.addr() + 64, &mut got).unwrap();
     assert!(got.iter().enumerate().all(|(i, &v)| v == b.get(64 + i)));
-    d.read_remote(PD, k.rkey, iova + 4000, &mut got[..96])
+    d.read_remote(PD, QPN, k.rkey, iova + 4000, &mut got[..96])
         .unwrap();
     assert!(got[..96]
         .iter()
@@ -145,7 +147,7 @@ fn reads_and_writes_own_buffer() {
     let before = b.snapshot();
     d.write_local(PD, k.lkey, b.addr() + 100, &[0xaa; 10])
         .unwrap();
-    d.write_remote(PD, k.rkey, iova + 4096 - 5, &[0xbb; 5])
+    d.write_remote(PD, QPN, k.rkey, iova + 4096 - 5, &[0xbb; 5])
         .unwrap();
     let after = b.snapshot();
     for (i, (&x, &y)) in before.iter().zip(&after).enumerate() {
@@ -157,10 +159,11 @@ fn reads_and_writes_own_buffer() {
         assert_eq!(y, want, "byte {i}");
     }
     // Empty accesses at the very end are in bounds and move nothing.
-    d.read_remote(PD, k.rkey, iova + 4096, &mut []).unwrap();
+    d.read_remote(PD, QPN, k.rkey, iova + 4096, &mut [])
+        .unwrap();
     d.write_local(PD, k.lkey, b.addr() + 64 + 4096, &[])
         .unwrap();
-    d.check_remote(PD, k.rkey, iova, 4096, REMOTE_READ | REMOTE_WRITE)
+    d.check_remote(PD, QPN, k.rkey, iova, 4096, REMOTE_READ | REMOTE_WRITE)
         .unwrap();
 }
 
@@ -172,23 +175,23 @@ fn atomics_on_host_order_words() {
     let word = |i: usize| u64::from_ne_bytes(std::array::from_fn(|j| b.get(i * 8 + j)));
     let w0 = word(0);
     let cas = |compare, swap| AtomicOp::CmpSwap { compare, swap };
-    assert_eq!(d.atomic_remote(PD, k.rkey, 0, cas(w0 ^ 1, 5)), Ok(w0));
+    assert_eq!(d.atomic_remote(PD, QPN, k.rkey, 0, cas(w0 ^ 1, 5)), Ok(w0));
     assert_eq!(word(0), w0, "failed compare leaves the word");
-    assert_eq!(d.atomic_remote(PD, k.rkey, 0, cas(w0, 5)), Ok(w0));
+    assert_eq!(d.atomic_remote(PD, QPN, k.rkey, 0, cas(w0, 5)), Ok(w0));
     assert_eq!(word(0), 5);
     let add = AtomicOp::FetchAdd { add: u64::MAX };
-    assert_eq!(d.atomic_remote(PD, k.rkey, 0, add), Ok(5));
+    assert_eq!(d.atomic_remote(PD, QPN, k.rkey, 0, add), Ok(5));
     assert_eq!(word(0), 4, "adds wrap");
     let w7 = word(7);
     let set = AtomicOp::Write { value: 42 };
-    assert_eq!(d.atomic_remote(PD, k.rkey, 56, set), Ok(w7));
+    assert_eq!(d.atomic_remote(PD, QPN, k.rkey, 56, set), Ok(w7));
     assert_eq!(word(7), 42);
     assert_eq!(
-        d.atomic_remote(PD, k.rkey, 60, set),
+        d.atomic_remote(PD, QPN, k.rkey, 60, set),
         Err(MemError::Misaligned)
     );
     assert_eq!(
-        d.atomic_remote(PD, k.rkey, 64, set),
+        d.atomic_remote(PD, QPN, k.rkey, 64, set),
         Err(MemError::OutOfBounds)
     );
     // ATOMIC WRITE needs REMOTE_WRITE, the others REMOTE_ATOMIC.
@@ -196,18 +199,18 @@ fn atomics_on_host_order_words() {
         .register(CLIENT, PD, b.addr(), 64, 0, LOCAL_WRITE | REMOTE_WRITE)
         .unwrap();
     assert_eq!(
-        d.atomic_remote(PD, w.rkey, 8, add),
+        d.atomic_remote(PD, QPN, w.rkey, 8, add),
         Err(MemError::AccessDenied)
     );
-    assert!(d.atomic_remote(PD, w.rkey, 8, set).is_ok());
+    assert!(d.atomic_remote(PD, QPN, w.rkey, 8, set).is_ok());
     let a = d
         .register(CLIENT, PD, b.addr(), 64, 0, LOCAL_WRITE | REMOTE_ATOMIC)
         .unwrap();
     assert_eq!(
-        d.atomic_remote(PD, a.rkey, 8, set),
+        d.atomic_remote(PD, QPN, a.rkey, 8, set),
         Err(MemError::AccessDenied)
     );
-    assert!(d.atomic_remote(PD, a.rkey, 8, add).is_ok());
+    assert!(d.atomic_remote(PD, QPN, a.rkey, 8, add).is_ok());
 }
 
 /// One refused access: what it is and the error it must give.
@@ -238,7 +241,7 @@ fn cases() -> Vec<Case> {
         Case {
             name: "unknown key",
             want: MemError::InvalidKey,
-            run: |d, k| d.write_remote(PD, k.all ^ 0x8000_0001, IOVA, &buf(8)),
+            run: |d, k| d.write_remote(PD, QPN, k.all ^ 0x8000_0001, IOVA, &buf(8)),
         },
         Case {
             name: "key 0",
@@ -248,7 +251,7 @@ fn cases() -> Vec<Case> {
         Case {
             name: "other PD, remote",
             want: MemError::WrongPd,
-            run: |d, k| d.write_remote(PD + 1, k.all, IOVA, &buf(8)),
+            run: |d, k| d.write_remote(PD + 1, QPN, k.all, IOVA, &buf(8)),
         },
         Case {
             name: "other PD, local",
@@ -258,17 +261,17 @@ fn cases() -> Vec<Case> {
         Case {
             name: "remote, one byte before",
             want: MemError::OutOfBounds,
-            run: |d, k| d.write_remote(PD, k.all, IOVA - 1, &buf(8)),
+            run: |d, k| d.write_remote(PD, QPN, k.all, IOVA - 1, &buf(8)),
         },
         Case {
             name: "remote, one byte past the end",
             want: MemError::OutOfBounds,
-            run: |d, k| d.write_remote(PD, k.all, IOVA + 993, &buf(8)),
+            run: |d, k| d.write_remote(PD, QPN, k.all, IOVA + 993, &buf(8)),
         },
         Case {
             name: "remote, starts at the end",
             want: MemError::OutOfBounds,
-            run: |d, k| d.write_remote(PD, k.all, IOVA + 1000, &buf(1)),
+            run: |d, k| d.write_remote(PD, QPN, k.all, IOVA + 1000, &buf(1)),
         },
         Case {
             name: "local, one byte before",
@@ -283,30 +286,30 @@ fn cases() -> Vec<Case> {
         Case {
             name: "local address used as va",
             want: MemError::OutOfBounds,
-            run: |d, k| d.write_remote(PD, k.all, k.base + 100, &buf(8)),
+            run: |d, k| d.write_remote(PD, QPN, k.all, k.base + 100, &buf(8)),
         },
         Case {
             name: "va + len wraps around 2^64",
             want: MemError::OutOfBounds,
-            run: |d, k| d.write_remote(PD, k.all, u64::MAX - 3, &buf(8)),
+            run: |d, k| d.write_remote(PD, QPN, k.all, u64::MAX - 3, &buf(8)),
         },
         Case {
             name: "check of 2^64 - 1 bytes",
             want: MemError::OutOfBounds,
-            run: |d, k| d.check_remote(PD, k.all, IOVA + 1, u64::MAX, REMOTE_WRITE),
+            run: |d, k| d.check_remote(PD, QPN, k.all, IOVA + 1, u64::MAX, REMOTE_WRITE),
         },
         Case {
             name: "atomic straddling the end",
             want: MemError::OutOfBounds,
             run: |d, k| {
-                d.atomic_remote(PD, k.all, IOVA + 1000, AtomicOp::Write { value: 1 })
+                d.atomic_remote(PD, QPN, k.all, IOVA + 1000, AtomicOp::Write { value: 1 })
                     .map(|_| ())
             },
         },
         Case {
             name: "remote write without REMOTE_WRITE",
             want: MemError::AccessDenied,
-            run: |d, k| d.write_remote(PD, k.read_only, IOVA, &buf(8)),
+            run: |d, k| d.write_remote(PD, QPN, k.read_only, IOVA, &buf(8)),
         },
         Case {
             name: "local write without LOCAL_WRITE",
@@ -316,20 +319,20 @@ fn cases() -> Vec<Case> {
         Case {
             name: "remote read without REMOTE_READ",
             want: MemError::AccessDenied,
-            run: |d, k| d.read_remote(PD, k.no_remote, IOVA, &mut buf(8)),
+            run: |d, k| d.read_remote(PD, QPN, k.no_remote, IOVA, &mut buf(8)),
         },
         Case {
             name: "atomic without REMOTE_ATOMIC",
             want: MemError::AccessDenied,
             run: |d, k| {
-                d.atomic_remote(PD, k.no_remote, IOVA, AtomicOp::FetchAdd { add: 1 })
+                d.atomic_remote(PD, QPN, k.no_remote, IOVA, AtomicOp::FetchAdd { add: 1 })
                     .map(|_| ())
             },
         },
         Case {
             name: "invalidated, remote",
             want: MemError::InvalidKey,
-            run: |d, k| d.write_remote(PD, k.invalidated, IOVA, &buf(8)),
+            run: |d, k| d.write_remote(PD, QPN, k.invalidated, IOVA, &buf(8)),
         },
         Case {
             name: "invalidated, local",
@@ -339,12 +342,12 @@ fn cases() -> Vec<Case> {
         Case {
             name: "invalidated twice",
             want: MemError::InvalidKey,
-            run: |d, k| d.invalidate_remote(PD, k.invalidated),
+            run: |d, k| d.invalidate(PD, QPN, k.invalidated),
         },
         Case {
             name: "deregistered",
             want: MemError::InvalidKey,
-            run: |d, k| d.write_remote(PD, k.deregistered, IOVA, &buf(8)),
+            run: |d, k| d.write_remote(PD, QPN, k.deregistered, IOVA, &buf(8)),
         },
     ]
 }
@@ -368,10 +371,10 @@ fn every_check_refuses_before_a_byte_moves() {
         deregistered: reg(ALL),
     };
     assert_eq!(
-        d.invalidate_remote(PD + 1, keys.invalidated),
+        d.invalidate(PD + 1, QPN, keys.invalidated),
         Err(MemError::WrongPd)
     );
-    d.invalidate_remote(PD, keys.invalidated).unwrap();
+    d.invalidate(PD, QPN, keys.invalidated).unwrap();
     assert!(!d.mr(keys.invalidated).unwrap().valid);
     d.deregister(CLIENT, keys.deregistered).unwrap();
 
@@ -381,7 +384,8 @@ fn every_check_refuses_before_a_byte_moves() {
         assert!(b.snapshot() == before, "{}: memory changed", c.name);
     }
     // The same writes, in bounds and allowed, touch only the region.
-    d.write_remote(PD, keys.all, IOVA, &[0x5a; 1000]).unwrap();
+    d.write_remote(PD, QPN, keys.all, IOVA, &[0x5a; 1000])
+        .unwrap();
     let after = b.snapshot();
     for (i, (&x, &y)) in before.iter().zip(&after).enumerate() {
         let want = if (100..1100).contains(&i) { 0x5a } else { x };
@@ -407,7 +411,6 @@ fn registration_refusals() {
         a,
         REMOTE_ATOMIC | REMOTE_READ
     )));
-    assert!(invalid(reg(&mut d, CLIENT, a, 8, a, ON_DEMAND)));
     assert!(invalid(reg(&mut d, CLIENT, a, 8, a, 1 << 15)));
     assert!(invalid(reg(&mut d, CLIENT, a, 0, a, 0)));
     assert!(invalid(reg(&mut d, CLIENT, u64::MAX - 4, 8, 0, 0)));
@@ -443,7 +446,7 @@ fn registration_refusals() {
     );
 
     let s = d.stats();
-    assert_eq!((s.mrs, s.registrations, s.failures), (3, 3, 13));
+    assert_eq!((s.mrs, s.registrations, s.failures), (3, 3, 12));
     assert_eq!(s.bytes, 2 * p + 64);
 }
 
@@ -475,20 +478,23 @@ fn munmapped_memory_gives_unmapped() {
         .lkey;
     b.unmap(1, 1);
     let mut got = vec![0u8; 3 * p];
-    assert_eq!(d.read_remote(PD, k, 0, &mut got), Err(MemError::Unmapped));
     assert_eq!(
-        d.read_remote(PD, k, p as u64 + 8, &mut got[..8]),
+        d.read_remote(PD, QPN, k, 0, &mut got),
         Err(MemError::Unmapped)
     );
     assert_eq!(
-        d.write_remote(PD, k, p as u64, &got[..8]),
+        d.read_remote(PD, QPN, k, p as u64 + 8, &mut got[..8]),
         Err(MemError::Unmapped)
     );
     assert_eq!(
-        d.atomic_remote(PD, k, p as u64, AtomicOp::FetchAdd { add: 1 }),
+        d.write_remote(PD, QPN, k, p as u64, &got[..8]),
         Err(MemError::Unmapped)
     );
-    assert!(d.read_remote(PD, k, 0, &mut got[..p]).is_ok());
+    assert_eq!(
+        d.atomic_remote(PD, QPN, k, p as u64, AtomicOp::FetchAdd { add: 1 }),
+        Err(MemError::Unmapped)
+    );
+    assert!(d.read_remote(PD, QPN, k, 0, &mut got[..p]).is_ok());
     assert!(d
         .read_local(PD, k, b.addr() + 2 * p as u64, &mut got[..p])
         .is_ok());
@@ -565,11 +571,11 @@ proptest! {
         let k = d.register(CLIENT, PD, b.addr() + 8, 4000, iova, ALL).unwrap();
         let va = if use_far { far } else { iova.wrapping_add(dv as u64) };
         let inside = va >= iova && (va - iova) as u128 + n as u128 <= 4000;
-        let r = d.check_remote(PD, k.rkey, va, n, REMOTE_READ);
+        let r = d.check_remote(PD, QPN, k.rkey, va, n, REMOTE_READ);
         prop_assert_eq!(r.is_ok(), inside);
         let mut buf = vec![0u8; n as usize];
-        prop_assert_eq!(d.read_remote(PD, k.rkey, va, &mut buf).is_ok(), inside);
-        let r = d.read_remote(pd, key, va, &mut buf);
+        prop_assert_eq!(d.read_remote(PD, QPN, k.rkey, va, &mut buf).is_ok(), inside);
+        let r = d.read_remote(pd, QPN, key, va, &mut buf);
         prop_assert!(r.is_err() || (key == k.rkey && pd == PD));
     }
 }
@@ -639,8 +645,8 @@ fn child_memory_then_exit() {
     let mut got = [0u8; 64];
     d.read_local(PD, k, addr, &mut got).unwrap();
     assert!(got.iter().enumerate().all(|(i, &v)| v == (i * 7 + 3) as u8));
-    d.write_remote(PD, k, addr + 8, &[0xee; 16]).unwrap();
-    d.atomic_remote(PD, k, addr + 32, AtomicOp::Write { value: 0 })
+    d.write_remote(PD, QPN, k, addr + 8, &[0xee; 16]).unwrap();
+    d.atomic_remote(PD, QPN, k, addr + 32, AtomicOp::Write { value: 0 })
         .unwrap();
     mine.write_all(b"c").unwrap();
     let mut head = [0u8; 64];
@@ -654,6 +660,7 @@ fn child_memory_then_exit() {
         assert_eq!(v, want, "child byte {i}");
     }
 
+    assert!(!d.client_gone(5));
     mine.write_all(b"x").unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
@@ -670,13 +677,305 @@ fn child_memory_then_exit() {
     // than NAK the peer with a remote access error).
     assert_eq!(d.read_local(PD, k, addr, &mut got), Err(MemError::Gone));
     assert_eq!(d.write_local(PD, k, addr, &got), Err(MemError::Gone));
-    assert_eq!(d.read_remote(PD, k, addr, &mut got), Err(MemError::Gone));
-    assert_eq!(d.write_remote(PD, k, addr, &got), Err(MemError::Gone));
     assert_eq!(
-        d.atomic_remote(PD, k, addr, AtomicOp::FetchAdd { add: 1 }),
+        d.read_remote(PD, QPN, k, addr, &mut got),
+        Err(MemError::Gone)
+    );
+    assert_eq!(d.write_remote(PD, QPN, k, addr, &got), Err(MemError::Gone));
+    assert_eq!(
+        d.atomic_remote(PD, QPN, k, addr, AtomicOp::FetchAdd { add: 1 }),
         Err(MemError::Gone)
     );
     assert_eq!(d.register(5, PD, addr, 64, addr, 0), Err(RegError::Fault));
+    assert!(d.client_gone(5));
     d.remove_client(5);
     assert_eq!(d.stats().mrs, 0);
+}
+
+#[test]
+fn on_demand_regions_pin_nothing_and_implicit_covers_everything() {
+    let b = TestBuf::rw(3);
+    let mut d = device();
+    let p = page() as u64;
+    let a = b.addr();
+    b.unmap(1, 1);
+    // A hole: refused pinned, registered on demand.
+    assert_eq!(
+        d.register(CLIENT, PD, a, 3 * p, a, ALL),
+        Err(RegError::Fault)
+    );
+    let k = d
+        .register(CLIENT, PD, a, 3 * p, a, ALL | ON_DEMAND)
+        .unwrap()
+        .lkey;
+    assert_eq!(d.mr(k).unwrap().access, ALL | ON_DEMAND);
+    let mut got = [0u8; 8];
+    assert!(d.read_remote(PD, QPN, k, a, &mut got).is_ok());
+    assert_eq!(
+        d.write_remote(PD, QPN, k, a + p, &got),
+        Err(MemError::Unmapped)
+    );
+    // Implicit: [0, 2^64 - 1) at iova 0, whatever is mapped in it.
+    let whole = u64::MAX;
+    assert!(matches!(
+        d.register(CLIENT, PD, 0, whole, 4096, ON_DEMAND),
+        Err(RegError::Invalid(_))
+    ));
+    assert!(matches!(
+        d.register(CLIENT, PD, 0, whole, 0, LOCAL_WRITE),
+        Err(RegError::Invalid(_))
+    ));
+    let i = d
+        .register(CLIENT, PD, 0, whole, 0, ALL | ON_DEMAND)
+        .unwrap()
+        .lkey;
+    assert!(d.read_local(PD, i, a + 2 * p, &mut got).is_ok());
+    assert!(d.write_remote(PD, QPN, i, a, &[1, 2, 3]).is_ok());
+    assert_eq!((b.get(0), b.get(2)), (1, 3));
+    assert_eq!(
+        d.read_remote(PD, QPN, i, a + p, &mut got),
+        Err(MemError::Unmapped)
+    );
+    assert_eq!(
+        d.read_remote(PD, QPN, i, u64::MAX - 4, &mut got),
+        Err(MemError::OutOfBounds)
+    );
+    assert_eq!(d.stats().bytes, u64::MAX, "byte count saturates");
+}
+
+#[test]
+fn advise_checks_keys_ranges_and_mappings_as_mlx5() {
+    use super::advise::{advice::*, AdviseError as E, Range, FLAG_FLUSH as SYNC};
+    let b = TestBuf::rw(3);
+    let mut d = device();
+    let p = page() as u64;
+    let a = b.addr();
+    b.unmap(1, 1);
+    let odp = d
+        .register(CLIENT, PD, a, 3 * p, a, ALL | ON_DEMAND)
+        .unwrap()
+        .lkey;
+    let ro = d.register(CLIENT, PD, a, p, a, ON_DEMAND).unwrap().lkey;
+    let pinned = d.register(CLIENT, PD, a, p, a, ALL).unwrap().lkey;
+    let other_pd = d
+        .register(CLIENT, PD + 1, a, p, a, ALL | ON_DEMAND)
+        .unwrap()
+        .lkey;
+    let r = |addr, len, lkey| [Range { addr, len, lkey }];
+    let adv = |adv, flags, rs: &[Range]| d.advise(CLIENT, PD, adv, flags, rs);
+    for a_ in [PREFETCH, PREFETCH_WRITE, PREFETCH_NO_FAULT] {
+        for f in [0, SYNC] {
+            assert_eq!(adv(a_, f, &r(a, 64, odp)), Ok(()), "advice {a_} flags {f}");
+        }
+    }
+    assert_eq!(adv(PREFETCH, SYNC, &r(a + p, 64, odp)), Err(E::Fault));
+    assert_eq!(adv(PREFETCH, 0, &r(a + p, 64, odp)), Ok(()));
+    assert_eq!(adv(PREFETCH_NO_FAULT, SYNC, &r(a + p, 64, odp)), Ok(()));
+    assert_eq!(adv(PREFETCH, SYNC, &r(a + 3 * p, 8, odp)), Err(E::Fault));
+    assert_eq!(adv(3, SYNC, &r(a, 8, odp)), Err(E::Unsupported(3)));
+    assert!(matches!(
+        adv(PREFETCH, 2, &r(a, 8, odp)),
+        Err(E::Invalid(_))
+    ));
+    assert!(matches!(adv(PREFETCH, SYNC, &[]), Err(E::Invalid(_))));
+    for k in [pinned, other_pd, 0x1234_5678] {
+        assert_eq!(adv(PREFETCH, SYNC, &r(a, 8, k)), Err(E::NoSuchMr(k)));
+        assert!(matches!(adv(PREFETCH, 0, &r(a, 8, k)), Err(E::Invalid(_))));
+    }
+    assert_eq!(
+        adv(PREFETCH_WRITE, SYNC, &r(a, 8, ro)),
+        Err(E::NoSuchMr(ro))
+    );
+    assert_eq!(adv(PREFETCH, SYNC, &r(a, 8, ro)), Ok(()));
+    assert_eq!(
+        d.advise(CLIENT + 1, PD, PREFETCH, SYNC, &r(a, 8, odp))
+            .map_err(E::errno),
+        Err(libc::EINVAL)
+    );
+    assert_eq!(E::Fault.errno(), libc::EFAULT);
+    assert_eq!(E::NoSuchMr(1).errno(), libc::ENOENT);
+    assert_eq!(E::Unsupported(3).errno(), libc::EOPNOTSUPP);
+}
+
+#[test]
+fn reassigned_regions_outlive_their_registrar_and_keep_its_memory() {
+    let b = TestBuf::rw(1);
+    let mut d = device();
+    d.add_client(CLIENT + 1, own_mem());
+    let k = d.register(CLIENT, PD, b.addr(), 64, b.addr(), ALL).unwrap();
+    assert!(!d.client_gone(CLIENT) && d.client_gone(CLIENT + 2));
+    d.reassign(CLIENT, CLIENT + 1);
+    assert_eq!(d.mr(k.lkey).map(|m| m.client), Some(CLIENT + 1));
+    assert_eq!(d.client_mrs(CLIENT), 0);
+    d.remove_client(CLIENT);
+    d.write_local(PD, k.lkey, b.addr(), &[0x5a; 4]).unwrap();
+    assert_eq!(b.get(3), 0x5a, "still the registrar's memory");
+    assert_eq!(d.deregister(CLIENT, k.lkey), Err(RegError::NoSuchMr));
+    d.deregister(CLIENT + 1, k.lkey).unwrap();
+}
+
+// ------------------------------------------------------------ windows
+
+fn bind(mw: u32, mr: u32, addr: u64, len: u64, acc: u32) -> transport::qp::MwBind {
+    transport::qp::MwBind {
+        mw_rkey: mw,
+        new_rkey: mw.wrapping_add(1),
+        mr_lkey: mr,
+        addr,
+        len,
+        access: acc,
+    }
+}
+
+/// A window reaches the client's memory through its region, only inside
+/// its own range and with its own access; it shares no key with regions.
+#[test]
+fn windows_translate_through_their_region() {
+    let b = TestBuf::rw(2);
+    let mut d = device();
+    let k = d
+        .register(CLIENT, PD, b.addr(), 8192, IOVA, LOCAL_WRITE | MW_BIND)
+        .unwrap();
+    // The region itself grants no remote access.
+    assert_eq!(
+        d.write_remote(PD, QPN, k.rkey, IOVA, &[1]),
+        Err(MemError::AccessDenied)
+    );
+    let mw = d.alloc_mw(CLIENT, PD, MwType::Two).unwrap();
+    assert!(d.mr(mw).is_none(), "window keys are not region keys");
+    assert_ne!(Window::index(mw), Window::index(k.lkey));
+    d.bind_mw(
+        PD,
+        QPN,
+        &bind(mw, k.lkey, IOVA + 4096, 100, REMOTE_WRITE | REMOTE_READ),
+    )
+    .unwrap();
+    let key = d.mw(mw).unwrap().rkey;
+    d.write_remote(PD, QPN, key, IOVA + 4096 + 10, &[0xab; 4])
+        .unwrap();
+    assert_eq!(b.get(4096 + 10), 0xab);
+    let mut got = [0u8; 4];
+    d.read_remote(PD, QPN, key, IOVA + 4096 + 10, &mut got)
+        .unwrap();
+    assert_eq!(got, [0xab; 4]);
+    for (va, n) in [(IOVA + 4095, 1usize), (IOVA + 4096 + 97, 4)] {
+        assert_eq!(
+            d.write_remote(PD, QPN, key, va, &vec![0; n]),
+            Err(MemError::OutOfBounds)
+        );
+    }
+    assert_eq!(
+        d.atomic_remote(PD, QPN, key, IOVA + 4096, AtomicOp::FetchAdd { add: 1 }),
+        Err(MemError::AccessDenied)
+    );
+    assert_eq!(
+        d.write_remote(PD, QPN + 1, key, IOVA + 4096, &[1]),
+        Err(MemError::InvalidKey),
+        "type 2: another QP"
+    );
+    // Bound windows pin the region.
+    assert_eq!(d.deregister(CLIENT, k.lkey), Err(RegError::WindowsBound));
+    assert_eq!(
+        d.invalidate(PD, QPN, k.lkey),
+        Err(MemError::AccessDenied),
+        "a region with windows is not invalidated"
+    );
+    d.invalidate(PD, QPN, key).unwrap();
+    assert_eq!(
+        d.write_remote(PD, QPN, key, IOVA + 4096, &[1]),
+        Err(MemError::InvalidKey)
+    );
+    d.deregister(CLIENT, k.lkey).unwrap();
+    assert_eq!(d.client_mws(CLIENT), 1);
+    d.dealloc_mw(CLIENT, key).unwrap();
+    assert_eq!(d.client_mws(CLIENT), 0);
+    assert!(d.dealloc_mw(CLIENT, key).is_err());
+}
+
+#[test]
+fn windows_belong_to_their_client() {
+    let b = TestBuf::rw(1);
+    let mut d = device();
+    d.add_client(CLIENT + 1, own_mem());
+    let k = d
+        .register(CLIENT, PD, b.addr(), 4096, IOVA, LOCAL_WRITE | MW_BIND)
+        .unwrap();
+    let mw = d.alloc_mw(CLIENT, PD, MwType::One).unwrap();
+    // Another client's PD cannot bind it, nor free it.
+    assert_eq!(
+        d.bind_mw(PD + 1, QPN, &bind(mw, k.lkey, IOVA, 8, REMOTE_READ)),
+        Err(MemError::WrongPd)
+    );
+    assert!(d.dealloc_mw(CLIENT + 1, mw).is_err());
+    d.bind_mw(PD, QPN, &bind(mw, k.lkey, IOVA, 8, REMOTE_READ))
+        .unwrap();
+    let key = d.mw(mw).unwrap().rkey;
+    // Type 1: any QP of the PD, none of another.
+    let mut got = [0u8; 8];
+    d.read_remote(PD, QPN + 5, key, IOVA, &mut got).unwrap();
+    assert_eq!(
+        d.read_remote(PD + 1, QPN, key, IOVA, &mut got),
+        Err(MemError::WrongPd)
+    );
+    assert_eq!(d.invalidate(PD, QPN, key), Err(MemError::AccessDenied));
+    // A client that leaves takes its windows along.
+    d.remove_client(CLIENT);
+    assert!(d.mw(key).is_none());
+    assert_eq!(d.alloc_mw(CLIENT, PD, MwType::Two), Err(RegError::NoClient));
+}
+
+/// rereg: the keys stay, the next access sees the new PD, range and
+/// access; a bound window pins the region.
+#[test]
+fn reregister_changes_the_next_access() {
+    let b = TestBuf::rw(2);
+    let mut d = device();
+    let k = d
+        .register(CLIENT, PD, b.addr(), 4096, IOVA, ALL | MW_BIND)
+        .unwrap();
+    d.write_remote(PD, QPN, k.rkey, IOVA, &[1]).unwrap();
+    d.reregister(CLIENT, k.lkey, None, None, Some(LOCAL_WRITE))
+        .unwrap();
+    assert_eq!(
+        d.write_remote(PD, QPN, k.rkey, IOVA, &[1]),
+        Err(MemError::AccessDenied)
+    );
+    d.reregister(CLIENT, k.lkey, Some(PD + 1), None, Some(ALL | MW_BIND))
+        .unwrap();
+    assert_eq!(
+        d.write_remote(PD, QPN, k.rkey, IOVA, &[1]),
+        Err(MemError::WrongPd)
+    );
+    d.write_remote(PD + 1, QPN, k.rkey, IOVA, &[1]).unwrap();
+    // New range: addressed at its own addresses; the old ones are gone.
+    let second = b.addr() + 4096;
+    d.reregister(CLIENT, k.lkey, None, Some((second, 4096)), None)
+        .unwrap();
+    d.write_remote(PD + 1, QPN, k.rkey, second, &[0xee])
+        .unwrap();
+    assert_eq!(b.get(4096), 0xee);
+    assert_eq!(
+        d.write_remote(PD + 1, QPN, k.rkey, IOVA, &[1]),
+        Err(MemError::OutOfBounds)
+    );
+    assert_eq!(d.mr(k.lkey).map(|m| (m.addr, m.len)), Some((second, 4096)));
+    assert!(matches!(
+        d.reregister(CLIENT, k.lkey, None, Some((0, 0)), None),
+        Err(RegError::Invalid(_))
+    ));
+    assert!(matches!(
+        d.reregister(CLIENT, k.lkey, None, None, Some(REMOTE_WRITE)),
+        Err(RegError::Invalid(_))
+    ));
+    assert_eq!(
+        d.reregister(CLIENT + 1, k.lkey, None, None, Some(0)),
+        Err(RegError::NoClient)
+    );
+    let mw = d.alloc_mw(CLIENT, PD + 1, MwType::Two).unwrap();
+    d.bind_mw(PD + 1, QPN, &bind(mw, k.lkey, second, 8, REMOTE_READ))
+        .unwrap();
+    assert_eq!(
+        d.reregister(CLIENT, k.lkey, None, None, Some(ALL)),
+        Err(RegError::WindowsBound)
+    );
 }

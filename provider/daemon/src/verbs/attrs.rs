@@ -26,15 +26,23 @@ pub mod cap {
     pub const RC_RNR_NAK_GEN: u32 = 1 << 12;
     /// `ibv_modify_srq` with IBV_SRQ_MAX_WR.
     pub const SRQ_RESIZE: u32 = 1 << 13;
+    /// Memory windows (`ibv_alloc_mw`, type 1).
+    pub const MEM_WINDOW: u32 = 1 << 17;
+    /// Type 2B windows: bound to a QP by a BIND_MW work request.
+    pub const MEM_WINDOW_TYPE_2B: u32 = 1 << 24;
 }
-/// Only what rxu does: no memory windows or fast registration, no
-/// alternate paths, no P_Key/Q_Key violation counters (rxe claims several
-/// of these; a program that relies on a flag must find the feature).
+/// Only what rxu does: no fast registration, no alternate paths, no
+/// P_Key/Q_Key violation counters (rxe claims several of these; a program
+/// that relies on a flag must find the feature). Windows are type 1 and
+/// 2B, the flags later kernels' rxe reports (6.1's also claims 2A, whose
+/// windows are not tied to a QP; rxe's windows never were 2A).
 pub const DEVICE_CAP_FLAGS: u32 = cap::UD_AV_PORT_ENFORCE
     | cap::PORT_ACTIVE_EVENT
     | cap::SYS_IMAGE_GUID
     | cap::RC_RNR_NAK_GEN
-    | cap::SRQ_RESIZE;
+    | cap::SRQ_RESIZE
+    | cap::MEM_WINDOW
+    | cap::MEM_WINDOW_TYPE_2B;
 
 /// `enum ibv_port_state`.
 pub const PORT_DOWN: u8 = 1;
@@ -69,6 +77,7 @@ pub fn device_attr(f: &DeviceFacts) -> DeviceAttr {
         max_cq: MAX_CQ,
         max_cqe: MAX_CQE,
         max_mr: MAX_MR,
+        max_mw: MAX_MW,
         max_pd: MAX_PD,
         max_qp_rd_atom: MAX_QP_RD_ATOM.into(),
         // No end-to-end contexts (RD is not supported).
@@ -178,9 +187,10 @@ mod tests {
             (1, 1, 15, 1)
         );
         // UD_AV_PORT_ENFORCE, PORT_ACTIVE_EVENT, SYS_IMAGE_GUID,
-        // RC_RNR_NAK_GEN, SRQ_RESIZE.
-        let want = (1 << 6) | (1 << 10) | (1 << 11) | (1 << 12) | (1 << 13);
+        // RC_RNR_NAK_GEN, SRQ_RESIZE, MEM_WINDOW, MEM_WINDOW_TYPE_2B.
+        let want = (1 << 6) | (1 << 10) | (1 << 11) | (1 << 12) | (1 << 13) | (1 << 17) | (1 << 24);
         assert_eq!(d.device_cap_flags, want);
+        assert_eq!(d.max_mw, 0x1_ffff);
         assert_eq!(d.max_ah, 32767);
     }
 

@@ -30,6 +30,10 @@ pub const MAX_CQE: u32 = (1 << 16) - 1;
 /// Memory regions per device (keys are random 32-bit values, so the
 /// table's fill stays far below where a key draw collides often).
 pub const MAX_MR: u32 = 1 << 20;
+/// Memory windows per device: rxe's figure (its window index range).
+/// Window keys have 24 random index bits, so this keeps index draws
+/// mostly free too.
+pub const MAX_MW: u32 = 0x1_ffff;
 /// Largest region: any range the client's address space can hold (as rxe).
 pub const MAX_MR_SIZE: u64 = u64::MAX;
 /// Page sizes regions may use (rxe's figure: 4 KiB and up).

@@ -24,6 +24,8 @@ fn bench_rc_write_64k() {
         dst: h.b.addr,
         tos: 0,
         ttl: 64,
+        ip_id: 0,
+        flow_label: 0,
     };
     let meta_a = RxMeta {
         src: h.b.addr,
@@ -31,6 +33,8 @@ fn bench_rc_write_64k() {
         dst: h.a.addr,
         tos: 0,
         ttl: 64,
+        ip_id: 0,
+        flow_label: 0,
     };
     let mut buf = vec![0u8; MAX_PACKET];
     let now = h.now;

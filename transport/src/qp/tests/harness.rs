@@ -406,6 +406,8 @@ impl Harness {
                 dst: to.addr,
                 tos: 0,
                 ttl: 64,
+                ip_id: 0,
+                flow_label: 0,
             };
             let (qp, mut env) = to.env();
             qp.handle_packet(self.now, &pkt, &meta, &mut env);
@@ -430,6 +432,8 @@ impl Harness {
             dst: to.addr,
             tos: 0,
             ttl: 64,
+            ip_id: 0,
+            flow_label: 0,
         };
         let (qp, mut env) = to.env();
         qp.handle_packet(self.now, &pkt, &meta, &mut env);

@@ -6,6 +6,7 @@ mod harness;
 
 mod bench;
 mod errors;
+mod mw;
 mod owner_gone;
 mod prop;
 mod rc_basic;

@@ -96,8 +96,7 @@ fn send_every_size_and_mtu() {
                 (100 + i as u64, WcStatus::Success, WcOpcode::Recv)
             );
             assert_eq!(c.byte_len as usize, n);
-            // Every RoCE receive came with a GRH (rxe reports it on RC too).
-            assert_eq!(c.wc_flags, wc_flags::GRH);
+            assert_eq!(c.wc_flags, wc_flags::GRH, "as rxe: GRH on every receive");
             let slot = i * (4 * m + 64);
             assert_eq!(
                 &h.b.bytes(dst)[slot..slot + n],
@@ -150,10 +149,11 @@ fn send_with_imm_and_invalidate() {
     h.run();
     let s = h.a.cq(CqSide::Send);
     assert_ok_in_order(&s[..2], &[1, 2]);
-    // The requester's SEND_WITH_IMM completion says WITH_IMM (as rxe's).
+    // rxe flags the sender's completion of a SEND_WITH_IMM too.
     assert_eq!((s[0].wc_flags, s[1].wc_flags), (wc_flags::WITH_IMM, 0));
     // Invalidating a key that does not exist fails at the responder.
     assert_eq!(s[2].status, WcStatus::RemInvReqErr);
+    assert_eq!(s[2].wc_flags, 0);
     let r = h.b.cq(CqSide::Recv);
     assert_eq!(r[0].wc_flags, wc_flags::GRH | wc_flags::WITH_IMM);
     assert_eq!(r[0].imm, 0xDEADBEEF);

@@ -342,6 +342,8 @@ fn packets_from_a_stranger_or_in_reset_are_dropped() {
         dst: h.b.addr,
         tos: 0,
         ttl: 64,
+        ip_id: 0,
+        flow_label: 0,
     };
     let (qp, mut env) = h.b.env();
     qp.handle_packet(h.now, &pkt, &meta, &mut env);

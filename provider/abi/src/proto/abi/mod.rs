@@ -19,8 +19,12 @@
 //!  24 u64 remote_addr     32 u32 rkey        36 u32 ud remote qpn
 //!  40 u64 compare_add     48 u64 swap        56 u32 ud remote qkey
 //!  60 u32 flush: type | level << 8            64 [16] ud dest GID
-//!  80 u32 ud flow label   84..96 reserved
-//!  (FLUSH has no local data: its length travels in compare_add)
+//!  80 u32 ud flow label   84 u32 bind: region lkey   88 u32 bind: access
+//!  92..96 reserved
+//!  (FLUSH has no local data: its length travels in compare_add; BIND_MW
+//!  carries the window's rkey in rkey, the new rkey in imm_data, the
+//!  address in remote_addr and the length in compare_add; LOCAL_INV the
+//!  key in imm_data)
 //!  96 SGE array: { u64 addr, u32 length, u32 lkey } * num_sge
 //!     or inline_len bytes of data
 //!
@@ -33,6 +37,11 @@
 //!  32 u32 src_qp   36 u32 wc_flags   40 u16 pkey_index   42 u16 slid
 //!  44 u8 sl   45 u8 dlid_path_bits   46 u16 reserved
 //!  48 [16] source GID (UD)
+//!
+//! stamped CQE (80 bytes; CQs created with completion timestamps)
+//!   0..64 the CQE above
+//!  64 u64 completion time, CLOCK_MONOTONIC ns (the "HCA clock")
+//!  72 u64 completion time, CLOCK_REALTIME ns (wall clock)
 //! ```
 
 use std::ops::Range;
@@ -53,6 +62,9 @@ pub const SEND_HDR: usize = 96;
 pub const RECV_HDR: usize = 16;
 pub const SGE_SIZE: usize = 16;
 pub const CQE_SIZE: usize = 64;
+/// A CQE with its two completion timestamps (the slot size of a CQ
+/// created with timestamps).
+pub const CQE_STAMPED_SIZE: usize = 80;
 
 /// Slot size for a send queue with these limits (multiple of 64).
 pub const fn send_slot_size(max_sge: u32, max_inline: u32) -> u32 {

@@ -36,6 +36,12 @@ pub mod send_field {
     pub const FLUSH: Field = 60..64;
     pub const UD_GID: Field = 64..80;
     pub const UD_FLOW_LABEL: Field = 80..84;
+    /// BIND_MW: lkey of the region (the window's rkey travels in RKEY, the
+    /// new rkey in IMM_DATA, the address in REMOTE_ADDR, the length in
+    /// COMPARE_ADD).
+    pub const BIND_LKEY: Field = 84..88;
+    /// BIND_MW: the window's access flags.
+    pub const BIND_ACCESS: Field = 88..92;
     /// SGEs or inline data start here.
     pub const BODY: usize = super::super::SEND_HDR;
 }
@@ -119,6 +125,12 @@ impl<T: AsRef<[u8]>> SendSlot<T> {
     pub fn ud_flow_label(&self) -> u32 {
         get_u32(self.b(), send_field::UD_FLOW_LABEL)
     }
+    pub fn bind_lkey(&self) -> u32 {
+        get_u32(self.b(), send_field::BIND_LKEY)
+    }
+    pub fn bind_access(&self) -> u32 {
+        get_u32(self.b(), send_field::BIND_ACCESS)
+    }
 
     /// The `num_sge` SGEs after the header.
     pub fn sges(&self) -> Sges<'_> {
@@ -188,6 +200,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> SendSlot<T> {
     }
     pub fn set_ud_flow_label(&mut self, v: u32) {
         put(self.m(), send_field::UD_FLOW_LABEL, &v.to_le_bytes());
+    }
+    pub fn set_bind_lkey(&mut self, v: u32) {
+        put(self.m(), send_field::BIND_LKEY, &v.to_le_bytes());
+    }
+    pub fn set_bind_access(&mut self, v: u32) {
+        put(self.m(), send_field::BIND_ACCESS, &v.to_le_bytes());
     }
 
     /// Writes `sges` after the header and sets `num_sge` (and

@@ -16,4 +16,5 @@ mod datapath;
 mod lifecycle;
 mod mcast;
 mod port;
+mod share;
 mod srq;

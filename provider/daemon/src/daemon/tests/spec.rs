@@ -19,6 +19,8 @@ pub(crate) struct SendSpec {
     pub ud_qkey: u32,
     pub ud_gid: [u8; 16],
     pub ud_flow_label: u32,
+    pub bind_lkey: u32,
+    pub bind_access: u32,
     pub sges: Vec<Sge>,
     /// Written instead of the SGEs when not empty.
     pub inline: Vec<u8>,
@@ -42,6 +44,8 @@ impl SendSpec {
         s.set_ud_qkey(self.ud_qkey);
         s.set_ud_gid(&self.ud_gid);
         s.set_ud_flow_label(self.ud_flow_label);
+        s.set_bind_lkey(self.bind_lkey);
+        s.set_bind_access(self.bind_access);
         if self.inline.is_empty() {
             s.set_sges(&self.sges).unwrap();
         } else {
