@@ -627,3 +627,66 @@ fn send_with_inv_on_uc_is_refused_at_post_time() {
     assert_eq!(expect_ok(&p.cq_a, WcOpcode::Send).wr_id, 8);
     assert_eq!(expect_ok(&p.cq_b, WcOpcode::Recv).wr_id, 71);
 }
+
+/// create_ah is checked as the kernel's rdma_create_ah: port 1 only, a
+/// GRH, and a source GID of the table (EINVAL outside it, ENODATA for an
+/// empty entry); the device has one address, so one GID.
+#[test]
+fn create_ah_checks_port_grh_and_source_gid() {
+    let d = daemon(10);
+    let ctx = d.open();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let port = ctx.query_port(1).unwrap();
+    assert_eq!(port.gids.len(), 1);
+    let good = AhAttr {
+        dgid: ctx.query_gid(0).unwrap(),
+        hop_limit: 64,
+        is_global: true,
+        port_num: 1,
+        ..Default::default()
+    };
+    assert!(Ah::new(&pd, good).is_ok());
+    let errno = |a: AhAttr| Ah::new(&pd, a).map(|_| ()).map_err(|e| e.errno());
+    let empty = u8::try_from(port.gids.len()).unwrap();
+    assert_eq!(
+        errno(AhAttr {
+            sgid_index: empty,
+            ..good
+        }),
+        Err(libc::ENODATA)
+    );
+    let beyond = u8::try_from(port.gid_tbl_len).unwrap();
+    assert_eq!(
+        errno(AhAttr {
+            sgid_index: beyond,
+            ..good
+        }),
+        Err(libc::EINVAL)
+    );
+    assert_eq!(
+        errno(AhAttr {
+            is_global: false,
+            ..good
+        }),
+        Err(libc::EINVAL)
+    );
+    for port_num in [0, 2] {
+        assert_eq!(errno(AhAttr { port_num, ..good }), Err(libc::EINVAL));
+    }
+    // The PD is busy while an AH (or a clone of it) lives, as the kernel
+    // counts AHs; the daemon never sees them, the client does.
+    let busy = |pd: Pd| match pd.dealloc() {
+        Err((pd, e)) => {
+            assert_eq!(e.errno(), libc::EBUSY, "{e}");
+            pd
+        }
+        Ok(()) => panic!("dealloc_pd with a live AH succeeded"),
+    };
+    let ah = Ah::new(&pd, good).unwrap();
+    let twin = ah.clone();
+    let pd = busy(pd);
+    drop(ah);
+    let pd = busy(pd);
+    drop(twin);
+    assert!(pd.dealloc().is_ok());
+}

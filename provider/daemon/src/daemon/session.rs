@@ -61,6 +61,9 @@ pub struct Srq {
     pub max_sge: u32,
     /// Armed limit (0 = not armed).
     pub limit: u32,
+    /// The endpoint's count of WQEs taken from it, when the limit was
+    /// last looked at: the event needs a WQE taken since.
+    pub taken_seen: u64,
     pub user_handle: u64,
     pub ring: Consumer,
     /// The ring's indices were corrupt: no longer read.

@@ -308,6 +308,8 @@ fn create_qp_checks_and_grants_caps() {
                     assert_eq!(c2, cap);
                     assert_eq!(attr.qp_state, 0);
                     assert!(attr.sq_sig_all);
+                    // A RESET QP has no port yet.
+                    assert_eq!(attr.port_num, 0);
                 }
                 r => panic!("{r:?}"),
             }
