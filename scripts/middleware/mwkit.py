@@ -50,12 +50,12 @@ class Devices:
     and the environment verbs programs need to see them (as `rxu env`
     prints it: provider, sysfs tree, the preloaded device emulator)."""
 
-    def __init__(self, prefix, count):
+    def __init__(self, prefix, count, addrs=None):
         self.rt = tempfile.mkdtemp(prefix="rxu-mw-")
         for lib in ("librxu-rdmav34.so", "librxu-ucma.so"):
             shutil.copy(os.path.join(BIN, lib), self.rt)
         self.names = [f"{prefix}{i + 1}" for i in range(count)]
-        self.addrs = ADDRS[:count]
+        self.addrs = (addrs or ADDRS)[:count]
         self.env = dict(os.environ, RXU_RUNTIME_DIR=self.rt)
         for name, addr in zip(self.names, self.addrs):
             self.rxu("up", "--addr", addr, "--name", name)

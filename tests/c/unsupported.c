@@ -49,9 +49,9 @@ int main(int argc, char **argv)
 					 .fd = -1, .oflags = O_CREAT };
 	errno = 0;
 	CHECK(!ibv_open_xrcd(ctx, &xa) && errno == EOPNOTSUPP, "ibv_open_xrcd: errno %d", errno);
-	struct ibv_cq_init_attr_ex ca = { .cqe = 4, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP };
+	struct ibv_cq_init_attr_ex ca = { .cqe = 4, .wc_flags = IBV_WC_EX_WITH_CVLAN };
 	errno = 0;
-	CHECK(!ibv_create_cq_ex(ctx, &ca) && errno == EOPNOTSUPP, "timestamp CQ: errno %d", errno);
+	CHECK(!ibv_create_cq_ex(ctx, &ca) && errno == EOPNOTSUPP, "cvlan CQ: errno %d", errno);
 
 	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
 	CHECK(cq, "ibv_create_cq failed");

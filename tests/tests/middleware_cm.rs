@@ -11,6 +11,9 @@
 //!   "localhost" (the verbs provider's default with no address, and 1.17's
 //!   fi_pingpong has no source-address option): a kernel's rdma_cm gives
 //!   ENODEV for 127.0.0.1 when no RDMA device has it, and so does rxu.
+//!   scripts/middleware/libfabric runs them the way a kernel rxe user
+//!   must: devices on veths in namespaces whose "localhost" is the veth's
+//!   address.
 //! - UCX's rdmacm CM listens through the emulator; UCP cannot connect
 //!   further until rc_verbs/ud_verbs open (issue 11: the completion
 //!   channel fd), since UCP needs a transport on the device rdma_cm

@@ -1,6 +1,7 @@
 //! The engine's receive path against hand-made datagrams from a plain UDP
 //! socket: what it accepts, what it counts and drops, IPv6 with a zero UDP
-//! checksum, sleeping when idle, QP numbers. Needs no QP state machine.
+//! checksum, the IP header a UD receive is shown, sleeping when idle, QP
+//! numbers.
 
 mod common;
 
@@ -9,11 +10,11 @@ use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 use transport::engine::sys;
-use transport::qp::QpType;
+use transport::qp::{access, wc_flags, QpType, RecvWqe, Sge};
 use transport::wire::icrc::{fill_icrc, IcrcIp};
-use transport::wire::ip::IPV4_DF;
+use transport::wire::ip::{Ipv4Header, Ipv6Header, IPV4_DF};
 use transport::wire::packet::emit_packet;
-use transport::wire::{Bth, Headers, Opcode, MAX_PACKET};
+use transport::wire::{Bth, Deth, Headers, Opcode, MAX_PACKET};
 use transport::Psn;
 
 /// An RC SEND ONLY to `qpn` with `payload`, ICRC computed for `ip`.
@@ -312,4 +313,134 @@ fn a_wake_fd_ends_the_sleep() {
         dt < Duration::from_millis(1500),
         "the wake fd did not end the sleep: {dt:?}"
     );
+}
+
+/// A UD SEND ONLY to `qpn` (Q_Key QKEY, source QP 0x99), ICRC for `ip`.
+fn ud_send_only(qpn: u32, payload: &[u8], ip: &IcrcIp, sport: u16, dport: u16) -> Vec<u8> {
+    let h = Headers {
+        bth: Bth {
+            opcode: Opcode::UD_SEND_ONLY,
+            dest_qpn: qpn,
+            psn: Psn::new(3),
+            ..Bth::default()
+        },
+        deth: Some(Deth {
+            qkey: QKEY,
+            src_qpn: 0x99,
+        }),
+        ..Headers::default()
+    };
+    let mut buf = vec![0u8; MAX_PACKET];
+    let n = emit_packet(&h, payload, &mut buf).expect("emit");
+    buf.truncate(n);
+    fill_icrc(ip, sport, dport, &mut buf).expect("icrc");
+    buf
+}
+
+/// A UD QP on `e` with one 4 KiB receive posted; returns (qpn, lkey).
+fn ud_qp_with_receive(e: &mut Eng) -> (u32, u32) {
+    let qpn = e.create_qp(spec(QpType::Ud)).expect("UD QP");
+    connect(e, qpn, QpType::Ud, None, &Conn::default());
+    let key = e
+        .memory_mut()
+        .register(PD, 0x10000, vec![0xee; 4096], access::LOCAL_WRITE);
+    let sges = vec![Sge {
+        addr: 0x10000,
+        length: 4096,
+        lkey: key,
+    }];
+    e.post_recv(qpn, RecvWqe { wr_id: 1, sges })
+        .expect("post_recv");
+    (qpn, key)
+}
+
+fn setsockopt(fd: i32, level: i32, opt: i32, v: i32) {
+    // SAFETY: an int option of a socket this test owns.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            (&v as *const i32).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(
+        r,
+        0,
+        "setsockopt {level}/{opt}: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// The 40 bytes in front of a UD receive's payload are the packet's IP
+/// header as it was sent, though the engine only has a UDP socket: TOS
+/// and TTL from control messages, the IPv4 ID from the ICRC (a sender
+/// that numbered its packets itself, as kernel rxe does), and over IPv6
+/// the traffic class, the flow label (IPV6_FLOWINFO) and the hop limit.
+#[test]
+fn ud_grh_area_is_the_ip_header_as_sent() {
+    let payload = b"grh area";
+    // RoCE bytes: BTH 12 + DETH 8 + payload 8 (no pad) + ICRC 4.
+    let roce = 12 + 8 + payload.len() + 4;
+
+    let mut e = engine("127.0.0.46", |_| {});
+    let (qpn, key) = ud_qp_with_receive(&mut e);
+    let s = sender("127.0.0.47:4791".parse().unwrap());
+    setsockopt(s.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TOS, 0x28);
+    setsockopt(s.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TTL, 33);
+    let (src, dst) = ("127.0.0.47".parse().unwrap(), "127.0.0.46".parse().unwrap());
+    let id = IcrcIp::V4 {
+        src,
+        dst,
+        id: 0x4321,
+        flags_frag: IPV4_DF,
+    };
+    let p = ud_send_only(qpn, payload, &id, 4791, 4791);
+    s.send_to(&p, e.local_addr()).expect("send");
+    pump_until_rcvd(&mut e, 1);
+    let c = e.poll_cq(RECV_CQ, 1);
+    assert_eq!(c.len(), 1, "{:?}", e.counters());
+    assert_eq!(c[0].wc_flags, wc_flags::GRH);
+    let mut want = [0u8; 40];
+    let h = Ipv4Header {
+        id: 0x4321,
+        ..Ipv4Header::roce(src, dst, roce, 0x28, 33)
+    };
+    h.emit(&mut want[20..]).unwrap();
+    let mem = e.memory().region(key).unwrap().data.clone();
+    assert_eq!(&mem[..40], &want, "IPv4 GRH area");
+    assert_eq!(&mem[40..48], payload);
+
+    let mut e = engine("::1", |c| {
+        c.port = 4799;
+        c.peer_port = 4800;
+    });
+    let (qpn, key) = ud_qp_with_receive(&mut e);
+    let s = sender("[::1]:4800".parse().unwrap());
+    sys::set_no_check6(s.as_raw_fd(), true, true).expect("UDP_NO_CHECK6_TX");
+    setsockopt(s.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_TCLASS, 0x28);
+    setsockopt(
+        s.as_raw_fd(),
+        libc::IPPROTO_IPV6,
+        libc::IPV6_UNICAST_HOPS,
+        17,
+    );
+    // IPV6_FLOWINFO_SEND: the flow label of the destination address goes out.
+    setsockopt(s.as_raw_fd(), libc::IPPROTO_IPV6, 33, 1);
+    let lo: std::net::Ipv6Addr = "::1".parse().unwrap();
+    let p = ud_send_only(qpn, payload, &IcrcIp::v6(lo, lo), 4800, 4799);
+    let to = std::net::SocketAddrV6::new(lo, 4799, 0xABCDE_u32.to_be(), 0);
+    s.send_to(&p, to).expect("send");
+    pump_until_rcvd(&mut e, 1);
+    assert_eq!(e.poll_cq(RECV_CQ, 1).len(), 1, "{:?}", e.counters());
+    let mut want = [0u8; 40];
+    let h = Ipv6Header {
+        flow_label: 0xABCDE,
+        ..Ipv6Header::roce(lo, lo, roce, 0x28, 17)
+    };
+    h.emit(&mut want).unwrap();
+    let mem = e.memory().region(key).unwrap().data.clone();
+    assert_eq!(&mem[..40], &want, "IPv6 GRH area");
+    assert_eq!(&mem[40..48], payload);
 }

@@ -296,6 +296,31 @@ pub struct IbvCqInitAttrEx {
     pub parent_domain: *mut IbvPd,
 }
 
+/// The allocator callbacks of a parent domain.
+pub type PdAllocFn =
+    unsafe extern "C" fn(*mut IbvPd, *mut c_void, usize, usize, u64) -> *mut c_void;
+pub type PdFreeFn = unsafe extern "C" fn(*mut IbvPd, *mut c_void, *mut c_void, u64);
+
+/// `struct ibv_parent_domain_init_attr` (48).
+#[repr(C)]
+pub struct IbvParentDomainInitAttr {
+    pub pd: *mut IbvPd,
+    /// `struct ibv_td *`.
+    pub td: *mut c_void,
+    pub comp_mask: u32,
+    pub alloc: Option<PdAllocFn>,
+    pub free: Option<PdFreeFn>,
+    pub pd_context: *mut c_void,
+}
+
+/// `struct ibv_values_ex` (24): `comp_mask`, then the `struct timespec`
+/// `raw_clock`.
+#[repr(C)]
+pub struct IbvValuesEx {
+    pub comp_mask: u32,
+    pub raw_clock: libc::timespec,
+}
+
 /// `struct ibv_poll_cq_attr` (4).
 #[repr(C)]
 pub struct IbvPollCqAttr {

@@ -27,6 +27,8 @@ pub mod send_ops {
 /// `enum ibv_cq_init_attr_mask` and `enum ibv_create_cq_attr_flags`.
 pub mod cq_init {
     pub const MASK_FLAGS: u32 = 1;
+    /// `parent_domain` is set.
+    pub const MASK_PD: u32 = 1 << 1;
     pub const FLAG_SINGLE_THREADED: u32 = 1;
     pub const FLAG_IGNORE_OVERRUN: u32 = 1 << 1;
 }
@@ -40,8 +42,26 @@ pub mod wc_ex {
     pub const SLID: u64 = 1 << 4;
     pub const SL: u64 = 1 << 5;
     pub const DLID_PATH_BITS: u64 = 1 << 6;
-    /// What rxu fills in (no timestamps, VLANs, flow tags, tag matching).
-    pub const SUPPORTED: u64 = BYTE_LEN | IMM | QP_NUM | SRC_QP | SLID | SL | DLID_PATH_BITS;
+    pub const COMPLETION_TIMESTAMP: u64 = 1 << 7;
+    pub const COMPLETION_TIMESTAMP_WALLCLOCK: u64 = 1 << 11;
+    /// Either timestamp: the CQ's entries carry both.
+    pub const TIMESTAMPS: u64 = COMPLETION_TIMESTAMP | COMPLETION_TIMESTAMP_WALLCLOCK;
+    /// What rxu fills in (no VLANs, flow tags, tag matching).
+    pub const SUPPORTED: u64 =
+        BYTE_LEN | IMM | QP_NUM | SRC_QP | SLID | SL | DLID_PATH_BITS | TIMESTAMPS;
+}
+
+/// `enum ibv_parent_domain_init_attr_mask`, `IBV_ALLOCATOR_USE_DEFAULT`.
+pub mod parent_domain {
+    pub const ALLOCATORS: u32 = 1;
+    pub const PD_CONTEXT: u32 = 1 << 1;
+    /// `(void *)-1`: "allocate it the default way".
+    pub const USE_DEFAULT: usize = usize::MAX;
+}
+
+/// `enum ibv_values_mask`.
+pub mod values {
+    pub const RAW_CLOCK: u32 = 1;
 }
 
 /// `enum ibv_srq_init_attr_mask` and `enum ibv_srq_type`.
@@ -54,6 +74,7 @@ pub mod srq_init {
 /// `enum ibv_odp_general_caps` and `enum ibv_odp_transport_cap_bits`.
 pub mod odp {
     pub const SUPPORT: u64 = 1;
+    pub const SUPPORT_IMPLICIT: u64 = 1 << 1;
     pub const SEND: u32 = 1;
     pub const RECV: u32 = 1 << 1;
     pub const WRITE: u32 = 1 << 2;

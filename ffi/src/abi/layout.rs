@@ -411,6 +411,16 @@ layout!(
     flags = 44,
     parent_domain = 48
 );
+layout!(IbvValuesEx, 24, raw_clock = 8);
+layout!(
+    IbvParentDomainInitAttr,
+    48,
+    td = 8,
+    comp_mask = 16,
+    alloc = 24,
+    free = 32,
+    pd_context = 40
+);
 
 layout!(IbvSge, 16, length = 8, lkey = 12);
 layout!(IbvDataBuf, 16, length = 8);

@@ -5,8 +5,9 @@
 use std::ffi::{c_int, c_void};
 
 use super::attrs::{
-    IbvAhAttr, IbvCqInitAttrEx, IbvDeviceAttrEx, IbvGid, IbvPortAttr, IbvQpAttr, IbvQpInitAttr,
-    IbvQpInitAttrEx, IbvQueryDeviceExInput, IbvSrqAttr, IbvSrqInitAttr, IbvSrqInitAttrEx,
+    IbvAhAttr, IbvCqInitAttrEx, IbvDeviceAttrEx, IbvGid, IbvParentDomainInitAttr, IbvPortAttr,
+    IbvQpAttr, IbvQpInitAttr, IbvQpInitAttrEx, IbvQueryDeviceExInput, IbvSrqAttr, IbvSrqInitAttr,
+    IbvSrqInitAttrEx, IbvValuesEx,
 };
 use super::context::IbvContext;
 use super::extended::IbvCqEx;
@@ -26,7 +27,8 @@ pub struct VerbsContextOps {
     pub alloc_dm: F<unsafe extern "C" fn(Ctx, V) -> V>,
     pub alloc_mw: F<unsafe extern "C" fn(*mut IbvPd, c_int) -> *mut IbvMw>,
     pub alloc_null_mr: F<unsafe extern "C" fn(*mut IbvPd) -> *mut IbvMr>,
-    pub alloc_parent_domain: F<unsafe extern "C" fn(Ctx, V) -> *mut IbvPd>,
+    pub alloc_parent_domain:
+        F<unsafe extern "C" fn(Ctx, *mut IbvParentDomainInitAttr) -> *mut IbvPd>,
     pub alloc_pd: F<unsafe extern "C" fn(Ctx) -> *mut IbvPd>,
     pub alloc_td: F<unsafe extern "C" fn(Ctx, V) -> V>,
     pub async_event: F<unsafe extern "C" fn(Ctx, *mut IbvAsyncEvent)>,
@@ -96,7 +98,7 @@ pub struct VerbsContextOps {
     pub query_qp:
         F<unsafe extern "C" fn(*mut IbvQp, *mut IbvQpAttr, c_int, *mut IbvQpInitAttr) -> c_int>,
     pub query_qp_data_in_order: F<unsafe extern "C" fn(*mut IbvQp, c_int, u32) -> c_int>,
-    pub query_rt_values: F<unsafe extern "C" fn(Ctx, V) -> c_int>,
+    pub query_rt_values: F<unsafe extern "C" fn(Ctx, *mut IbvValuesEx) -> c_int>,
     pub query_srq: F<unsafe extern "C" fn(*mut IbvSrq, *mut IbvSrqAttr) -> c_int>,
     pub read_counters: F<unsafe extern "C" fn(V, *mut u64, u32, u32) -> c_int>,
     pub reg_dm_mr: F<unsafe extern "C" fn(*mut IbvPd, V, u64, usize, u32) -> V>,

@@ -9,9 +9,11 @@
 //! objects, and the event hooks read their counters.
 
 pub mod cq_poll;
+pub mod domain;
 pub mod wr_batch;
 
 use std::cell::UnsafeCell;
+use std::sync::atomic::AtomicU32;
 use std::sync::Mutex;
 
 use rxu_client::{Ah, CompChannel, Cq, Mr, Mw, Pd, Qp, Srq};
@@ -22,23 +24,49 @@ use crate::abi::{
 use crate::events::Delivered;
 use crate::guard::OpResult;
 use cq_poll::PollState;
+use domain::{DomainUse, ParentDomain};
 use wr_batch::Builder;
 
-/// An `ibv_pd` with the client PD behind it.
+/// An `ibv_pd` with the client PD behind it: a protection domain, or a
+/// parent domain standing for one.
 #[repr(C)]
 pub struct RxuPd {
     pub ibv: IbvPd,
+    /// For a parent domain: the PD it was made from, with its allocator.
     pub pd: Pd,
+    /// Parent domains made from this PD.
+    pub parents: AtomicU32,
+    /// Set for a parent domain.
+    pub parent: Option<ParentDomain>,
 }
 
-/// The client PD of one of our `ibv_pd`s.
+/// The client PD of one of our `ibv_pd`s (for a parent domain, the PD it
+/// stands for, placing rings with its allocator).
 ///
 /// # Safety
-/// `pd` must be a live PD made by [`alloc_pd`](crate::ops::pd::alloc_pd).
+/// `pd` must be a live PD made by [`alloc_pd`](crate::ops::pd::alloc_pd)
+/// or a parent domain made by this provider.
 pub unsafe fn pd_of<'a>(pd: *mut IbvPd) -> &'a Pd {
+    // SAFETY: this function's contract is rxu_pd's.
+    unsafe { &rxu_pd(pd).pd }
+}
+
+/// # Safety
+/// As [`pd_of`].
+pub unsafe fn rxu_pd<'a>(pd: *mut IbvPd) -> &'a RxuPd {
     // SAFETY: `pd` is the ibv_pd of a live RxuPd (the contract), and
     // an RxuPd is repr(C) and starts with it, so the cast gives that RxuPd.
-    unsafe { &(*pd.cast::<RxuPd>()).pd }
+    unsafe { &*pd.cast::<RxuPd>() }
+}
+
+/// A use of the parent domain `pd` by a new object (None for a plain PD).
+///
+/// # Safety
+/// As [`pd_of`].
+pub unsafe fn domain_use(pd: *mut IbvPd) -> Option<DomainUse> {
+    // SAFETY: this function's contract is rxu_pd's.
+    let p = unsafe { rxu_pd(pd) };
+    p.parent.as_ref().map(|d| DomainUse::new(&d.users))
 }
 
 /// An `ibv_ah` with the client AH behind it.
@@ -67,6 +95,8 @@ pub struct RxuCq {
     /// The adopted channel, released on destroy.
     pub chan: Option<CompChannel>,
     pub poll: PollState,
+    /// The parent domain it was created on (`IBV_CQ_INIT_ATTR_MASK_PD`).
+    pub domain: Option<DomainUse>,
 }
 
 /// # Safety
@@ -89,6 +119,9 @@ pub struct RxuQp {
     pub delivered: Delivered,
     /// Work requests of an `ibv_wr_start` batch.
     pub builder: Mutex<Builder>,
+    /// The parent domain it was created on. Declared after `qp` so the
+    /// rings are given back before the domain's count drops.
+    pub domain: Option<DomainUse>,
 }
 
 /// # Safety
@@ -113,6 +146,8 @@ pub struct RxuSrq {
     pub vsrq: UnsafeCell<VerbsSrq>,
     pub srq: Srq,
     pub delivered: Delivered,
+    /// The parent domain it was created on.
+    pub domain: Option<DomainUse>,
 }
 
 /// # Safety

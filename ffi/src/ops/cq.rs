@@ -4,17 +4,17 @@ use std::cell::UnsafeCell;
 use std::ffi::c_int;
 use std::mem::MaybeUninit;
 
-use rxu_client::{Cq, Wc};
+use rxu_client::{Cq, CqOptions, Wc};
 use transport::qp::wc_flags;
 
 use crate::abi::consts::{cq_init, wc_ex};
-use crate::abi::{IbvCompChannel, IbvContext, IbvCq, IbvCqEx, IbvCqInitAttrEx, IbvWc};
+use crate::abi::{IbvCompChannel, IbvContext, IbvCq, IbvCqEx, IbvCqInitAttrEx, IbvPd, IbvWc};
 use crate::context::state::state;
 use crate::events::{self, Delivered, Kind};
 use crate::guard::{self, client_err, OpResult};
 use crate::log::unsupported;
 use crate::objects::cq_poll::PollState;
-use crate::objects::{rxu_cq, RxuCq};
+use crate::objects::{domain_use, pd_of, rxu_cq, rxu_pd, RxuCq};
 use crate::ops::cq_ex;
 
 /// Converts a client completion to `struct ibv_wc`.
@@ -41,7 +41,19 @@ pub fn wc_to_c(w: &Wc) -> IbvWc {
     }
 }
 
-/// Creates the CQ object; `ex` fills the extended polling callbacks.
+/// What `ibv_create_cq_ex` adds to `ibv_create_cq`.
+#[derive(Clone, Copy, Default)]
+struct Extended {
+    /// Fill the extended polling callbacks (an `ibv_cq_ex`).
+    ex: bool,
+    /// Entries carry completion timestamps.
+    timestamps: bool,
+    /// The parent domain it is created on (`IBV_CQ_INIT_ATTR_MASK_PD`),
+    /// checked to be one.
+    domain: Option<*mut IbvPd>,
+}
+
+/// Creates the CQ object.
 ///
 /// # Safety
 /// `ctx` must be ours; `channel` NULL or a live channel.
@@ -50,7 +62,7 @@ unsafe fn create(
     cqe: c_int,
     channel: *mut IbvCompChannel,
     comp_vector: c_int,
-    ex: bool,
+    x: Extended,
 ) -> OpResult<*mut RxuCq> {
     // SAFETY: ctx is ours (the contract), as state requires.
     let st = unsafe { state(ctx)? };
@@ -70,7 +82,17 @@ unsafe fn create(
     let addr = slot.as_mut_ptr();
     // The kernel's user_handle: channel records and CQ_ERR events carry
     // the struct ibv_cq * itself, which is what libibverbs reads back.
-    let cq = match Cq::create(&st.client, cqe, 0, chan.as_ref(), addr as u64) {
+    // SAFETY: a parent domain of ours (create_cq_ex checked it).
+    let domain = x.domain.map(|d| unsafe { (pd_of(d), domain_use(d)) });
+    let opts = CqOptions {
+        cqe,
+        comp_vector: 0,
+        channel: chan.as_ref(),
+        user_handle: addr as u64,
+        timestamps: x.timestamps,
+        rings: domain.as_ref().and_then(|(p, _)| p.ring_alloc()),
+    };
+    let cq = match Cq::create_with(&st.client, &opts) {
         Ok(cq) => cq,
         Err(e) => {
             if let Some(ch) = &chan {
@@ -86,7 +108,7 @@ unsafe fn create(
     vcq.cq.channel = channel;
     vcq.cq.handle = cq.handle();
     vcq.cq.cqe = c_int::try_from(cq.cqe()).unwrap_or(c_int::MAX);
-    if ex {
+    if x.ex {
         cq_ex::install(&mut vcq);
     }
     slot.write(RxuCq {
@@ -95,6 +117,7 @@ unsafe fn create(
         delivered: Delivered::default(),
         chan,
         poll: PollState::default(),
+        domain: domain.and_then(|(_, u)| u),
     });
     let p = Box::into_raw(slot).cast::<RxuCq>();
     st.live.add(p as usize, Kind::Cq);
@@ -110,7 +133,7 @@ pub unsafe extern "C" fn create_cq(
 ) -> *mut IbvCq {
     // SAFETY: arguments from libibverbs.
     guard::ptr_op("create_cq", || unsafe {
-        create(ctx, cqe, channel, comp_vector, false).map(|p| p.cast())
+        create(ctx, cqe, channel, comp_vector, Extended::default()).map(|p| p.cast())
     })
 }
 
@@ -121,10 +144,22 @@ pub unsafe extern "C" fn create_cq_ex(
     guard::ptr_op("create_cq_ex", || {
         // SAFETY: libibverbs passes the caller's attributes.
         let a = unsafe { &*attr };
-        if a.comp_mask & !cq_init::MASK_FLAGS != 0 {
-            unsupported("create_cq_ex with a parent domain or unknown comp_mask");
+        if a.comp_mask & !(cq_init::MASK_FLAGS | cq_init::MASK_PD) != 0 {
+            unsupported("create_cq_ex with an unknown comp_mask");
             return Err(libc::EOPNOTSUPP);
         }
+        let domain = if a.comp_mask & cq_init::MASK_PD != 0 {
+            // As mlx5: it must be a parent domain (of this context).
+            let d = a.parent_domain;
+            // SAFETY: a PD of this application, so one of ours (ops: whose
+            // pointers).
+            if d.is_null() || unsafe { rxu_pd(d).parent.is_none() || (*d).context != ctx } {
+                return Err(libc::EINVAL);
+            }
+            Some(d)
+        } else {
+            None
+        };
         let flags = if a.comp_mask & cq_init::MASK_FLAGS != 0 {
             a.flags
         } else {
@@ -135,13 +170,18 @@ pub unsafe extern "C" fn create_cq_ex(
             return Err(libc::EOPNOTSUPP);
         }
         if a.wc_flags & !wc_ex::SUPPORTED != 0 {
-            unsupported("create_cq_ex wc_flags (timestamps, cvlan, flow tag, tag matching)");
+            unsupported("create_cq_ex wc_flags (cvlan, flow tag, tag matching)");
             return Err(libc::EOPNOTSUPP);
         }
         let cqe = c_int::try_from(a.cqe).map_err(|_| libc::EINVAL)?;
         let comp_vector = c_int::try_from(a.comp_vector).map_err(|_| libc::EINVAL)?;
+        let x = Extended {
+            ex: true,
+            timestamps: a.wc_flags & wc_ex::TIMESTAMPS != 0,
+            domain,
+        };
         // SAFETY: ctx is ours, the channel is the caller's.
-        let p = unsafe { create(ctx, cqe, a.channel, comp_vector, true)? };
+        let p = unsafe { create(ctx, cqe, a.channel, comp_vector, x)? };
         Ok(p.cast())
     })
 }

@@ -11,7 +11,9 @@ use crate::abi::{IbvCqEx, IbvPollCqAttr};
 use crate::guard::{self, client_err, OpResult};
 use crate::objects::RxuCq;
 
-/// Sets every callback of an extended CQ (unsupported fields read as 0).
+/// Sets every callback of an extended CQ. Fields rxu does not report read
+/// as 0, and so do the timestamps of a CQ created without them (mlx5
+/// leaves such callbacks NULL; a 0 is kinder than a crash).
 pub fn install(c: &mut IbvCqEx) {
     c.start_poll = Some(start_poll);
     c.next_poll = Some(next_poll);
@@ -26,11 +28,11 @@ pub fn install(c: &mut IbvCqEx) {
     c.read_slid = Some(read_slid);
     c.read_sl = Some(read_sl);
     c.read_dlid_path_bits = Some(read_dlid_path_bits);
-    c.read_completion_ts = Some(read_zero_u64);
+    c.read_completion_ts = Some(read_completion_ts);
     c.read_cvlan = Some(read_cvlan);
     c.read_flow_tag = Some(read_flow_tag);
     c.read_tm_info = Some(read_tm_info);
-    c.read_completion_wallclock_ns = Some(read_zero_u64);
+    c.read_completion_wallclock_ns = Some(read_completion_wallclock_ns);
 }
 
 /// # Safety
@@ -152,8 +154,15 @@ unsafe extern "C" fn read_dlid_path_bits(cq: *mut IbvCqEx) -> u8 {
     // SAFETY: cq is ours (ops: whose pointers), read between start_poll and end_poll.
     unsafe { cur(cq) }.dlid_path_bits
 }
-unsafe extern "C" fn read_zero_u64(_cq: *mut IbvCqEx) -> u64 {
-    0
+/// In HCA clock ticks: ns of CLOCK_MONOTONIC (`rxu_abi::clock`).
+unsafe extern "C" fn read_completion_ts(cq: *mut IbvCqEx) -> u64 {
+    // SAFETY: cq is ours (ops: whose pointers), read between start_poll and end_poll.
+    unsafe { cur(cq) }.completion_ts
+}
+/// ns since the epoch (CLOCK_REALTIME), stamped with the HCA clock's.
+unsafe extern "C" fn read_completion_wallclock_ns(cq: *mut IbvCqEx) -> u64 {
+    // SAFETY: cq is ours (ops: whose pointers), read between start_poll and end_poll.
+    unsafe { cur(cq) }.completion_wallclock_ns
 }
 unsafe extern "C" fn read_cvlan(_cq: *mut IbvCqEx) -> u16 {
     0

@@ -6,12 +6,15 @@
 //! object lookup). Like rdma-core's providers, the imported MR's address
 //! is NULL: the importer never learns it.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use rxu_client::{Mr, Pd};
 
 use crate::abi::{IbvContext, IbvMr, IbvPd, VerbsMr};
 use crate::context::state::state;
 use crate::guard::{self, client_err};
-use crate::objects::{pd_of, RxuMr, RxuPd};
+use crate::log_info;
+use crate::objects::{pd_of, rxu_pd, RxuMr, RxuPd};
 
 /// `enum ibv_mr_type` IBV_MR_TYPE_IMPORTED_MR.
 const MR_TYPE_IMPORTED: i32 = 2;
@@ -25,14 +28,28 @@ pub unsafe extern "C" fn import_pd(ctx: *mut IbvContext, handle: u32) -> *mut Ib
             context: ctx,
             handle,
         };
-        Ok(Box::into_raw(Box::new(RxuPd { ibv, pd })).cast())
+        Ok(Box::into_raw(Box::new(RxuPd {
+            ibv,
+            pd,
+            parents: AtomicU32::new(0),
+            parent: None,
+        }))
+        .cast())
     })
 }
 
 pub unsafe extern "C" fn unimport_pd(pd: *mut IbvPd) {
     guard::void_op("unimport_pd", || {
-        // SAFETY: pd is one of ours, from import_pd (ops: whose pointers);
-        // the application's last use. Its client PD releases nothing.
+        // SAFETY: pd is one of ours (ops: whose pointers).
+        let r = unsafe { rxu_pd(pd) };
+        // As mlx5 (EINVAL / EBUSY there; this verb returns nothing): a
+        // parent domain, or a PD parent domains still use, stays.
+        if r.parent.is_some() || r.parents.load(Ordering::Acquire) > 0 {
+            log_info!("unimport_pd: a parent domain, or a PD with parent domains: kept");
+            return;
+        }
+        // SAFETY: from import_pd; the application's last use. Its client
+        // PD releases nothing.
         drop(unsafe { Box::from_raw(pd.cast::<RxuPd>()) });
     })
 }

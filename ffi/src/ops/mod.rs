@@ -14,13 +14,16 @@
 //! line that says "ours (ops: whose pointers)" refers to it.
 
 pub mod ah;
+pub mod clock;
 pub mod convert;
 pub mod cq;
 pub mod cq_ex;
+pub mod domain;
 pub mod events;
 pub mod import;
 pub mod mr;
 pub mod mw;
+pub mod odp;
 pub mod pd;
 pub mod post;
 pub mod qp;
@@ -36,11 +39,11 @@ use unsupported as un;
 /// Every slot is set, so no call falls through to libibverbs' silent
 /// placeholders.
 pub static OPS: VerbsContextOps = VerbsContextOps {
-    advise_mr: Some(un::advise_mr),
+    advise_mr: Some(odp::advise_mr),
     alloc_dm: Some(un::alloc_dm),
     alloc_mw: Some(mw::alloc_mw),
     alloc_null_mr: Some(un::alloc_null_mr),
-    alloc_parent_domain: Some(un::alloc_parent_domain),
+    alloc_parent_domain: Some(domain::alloc_parent_domain),
     alloc_pd: Some(pd::alloc_pd),
     alloc_td: Some(un::alloc_td),
     async_event: Some(events::async_event),
@@ -99,7 +102,7 @@ pub static OPS: VerbsContextOps = VerbsContextOps {
     query_port: Some(query::query_port),
     query_qp: Some(qp::query_qp),
     query_qp_data_in_order: Some(un::query_qp_data_in_order),
-    query_rt_values: Some(un::query_rt_values),
+    query_rt_values: Some(clock::query_rt_values),
     query_srq: Some(srq::query_srq),
     read_counters: Some(un::read_counters),
     reg_dm_mr: Some(un::reg_dm_mr),

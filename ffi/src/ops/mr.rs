@@ -1,8 +1,7 @@
 //! Memory regions. rxud reaches registered memory through the process's
-//! /proc/self/mem when an operation needs it and never pins pages, which is
-//! explicit on-demand paging already: IBV_ACCESS_ON_DEMAND is accepted (and
-//! advertised in odp_caps) and changes nothing. Implicit ODP (the whole
-//! address space) is not offered.
+//! /proc/self/mem when an operation needs it and never pins pages: on-
+//! demand paging (IBV_ACCESS_ON_DEMAND, explicit or implicit) is passed to
+//! rxud as asked (see `ops::odp`).
 
 use std::ffi::{c_int, c_void};
 
@@ -11,9 +10,7 @@ use rxu_client::reg_mr_iova;
 use crate::abi::consts::rereg;
 use crate::abi::{IbvMr, IbvPd, VerbsMr};
 use crate::guard::{self, client_err, set_errno};
-use crate::log_info;
 use crate::objects::{pd_of, RxuMr};
-use transport::verbs::access::ON_DEMAND;
 
 pub unsafe extern "C" fn reg_mr(
     pd: *mut IbvPd,
@@ -23,13 +20,9 @@ pub unsafe extern "C" fn reg_mr(
     access: c_int,
 ) -> *mut IbvMr {
     guard::ptr_op("reg_mr", || {
-        if access as u32 & ON_DEMAND != 0 && addr.is_null() && length == usize::MAX {
-            log_info!("reg_mr: implicit ODP is not supported");
-            return Err(libc::EOPNOTSUPP);
-        }
         // SAFETY: pd is one of ours (ops: whose pointers).
         let p = unsafe { pd_of(pd) };
-        let acc = access as u32 & !ON_DEMAND;
+        let acc = access as u32;
         // SAFETY: the C caller registers its own memory, as with any NIC:
         // rxud may write it behind the program's back until dereg.
         let mr = unsafe { reg_mr_iova(p, addr.cast(), length, hca_va, acc) }
@@ -84,7 +77,7 @@ pub unsafe extern "C" fn rereg_mr(
             None
         };
         let range = (f & rereg::CHANGE_TRANSLATION != 0).then_some((addr.cast::<u8>(), length));
-        let acc = (f & rereg::CHANGE_ACCESS != 0).then_some(access as u32 & !ON_DEMAND);
+        let acc = (f & rereg::CHANGE_ACCESS != 0).then_some(access as u32);
         // SAFETY: the C caller registers its own memory, as with reg_mr.
         unsafe { mr.rereg(new_pd, range, acc) }.map_err(client_err("rereg_mr"))?;
         rm.vmr.ibv_mr.lkey = mr.lkey();

@@ -17,7 +17,7 @@ use crate::events::{self, Delivered, Kind};
 use crate::guard::{self, client_err, OpResult};
 use crate::log::unsupported;
 use crate::objects::wr_batch::Builder;
-use crate::objects::{client_qp, pd_of, rxu_cq, rxu_qp, rxu_srq, RxuQp};
+use crate::objects::{client_qp, domain_use, pd_of, rxu_cq, rxu_qp, rxu_srq, RxuQp};
 use crate::ops::convert::{cap_from_c, cap_to_c, qp_attr_from_c, qp_attr_to_c, qp_type_from_c};
 use crate::ops::qp_ex;
 
@@ -103,6 +103,8 @@ unsafe fn create(
         sq_sig_all: a.sq_sig_all != 0,
         delivered: Delivered::default(),
         builder: Mutex::new(Builder::default()),
+        // SAFETY: pd is ours.
+        domain: unsafe { domain_use(pd) },
     });
     let p = Box::into_raw(slot).cast::<RxuQp>();
     // SAFETY: p is the fresh QP; its base lies at offset 0 and the

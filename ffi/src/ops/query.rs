@@ -82,12 +82,16 @@ pub unsafe extern "C" fn query_device_ex(
         o.max_pkeys = d.max_pkeys;
         o.local_ca_ack_delay = d.local_ca_ack_delay;
         o.phys_port_cnt = d.phys_port_cnt;
-        // Memory is reached on demand, never pinned (ops::mr).
-        a.odp_caps.general_caps = odp::SUPPORT;
+        // Memory is reached on demand, never pinned (ops::odp), the whole
+        // address space too (implicit ODP).
+        a.odp_caps.general_caps = odp::SUPPORT | odp::SUPPORT_IMPLICIT;
         let all = odp::SEND | odp::RECV | odp::WRITE | odp::READ | odp::ATOMIC | odp::SRQ_RECV;
         a.odp_caps.rc_odp_caps = all;
         a.odp_caps.uc_odp_caps = odp::SEND | odp::RECV | odp::WRITE | odp::SRQ_RECV;
         a.odp_caps.ud_odp_caps = odp::SEND | odp::RECV | odp::SRQ_RECV;
+        // Completion timestamps: 64-bit ns of the HCA clock (rxu_abi::clock).
+        a.completion_timestamp_mask = u64::MAX;
+        a.hca_core_clock = rxu_abi::clock::HCA_CLOCK_KHZ;
         a.device_cap_flags_ex = u64::from(d.device_cap_flags);
         a.phys_port_cnt_ex = u32::from(d.phys_port_cnt);
         let n = attr_size.min(size_of::<IbvDeviceAttrEx>());

@@ -14,7 +14,7 @@ use crate::context::state::state;
 use crate::events::{self, Delivered, Kind};
 use crate::guard::{self, client_err, OpResult};
 use crate::log::unsupported;
-use crate::objects::{pd_of, rxu_srq, RxuSrq};
+use crate::objects::{domain_use, pd_of, rxu_srq, RxuSrq};
 
 /// # Safety
 /// `pd` ours and live; `attr` the caller's.
@@ -53,6 +53,8 @@ unsafe fn create(
         vsrq: UnsafeCell::new(v),
         srq,
         delivered: Delivered::default(),
+        // SAFETY: pd is ours.
+        domain: unsafe { domain_use(pd) },
     });
     let p = Box::into_raw(slot).cast::<RxuSrq>();
     // SAFETY: the fresh SRQ's own mutex and cond. ibv_create_srq

@@ -1,12 +1,11 @@
 //! Verbs rxu does not offer: each says so in the log (once per process)
 //! and fails with EOPNOTSUPP, the code libibverbs' own placeholders use.
-//! Two are real answers rather than refusals: `query_qp_data_in_order`
-//! (0: no in-order guarantee promised) and `advise_mr` (prefetching is a
-//! hint; memory is always reached on demand).
+//! One is a real answer rather than a refusal: `query_qp_data_in_order`
+//! (0: no in-order guarantee promised).
 
 use std::ffi::{c_int, c_void};
 
-use crate::abi::{IbvContext, IbvMr, IbvPd, IbvQp, IbvSge, IbvSrq};
+use crate::abi::{IbvContext, IbvMr, IbvPd, IbvQp, IbvSrq};
 use crate::guard::set_errno;
 use crate::log::unsupported;
 
@@ -57,7 +56,6 @@ stubs! {
     ptr open_qp(Ctx, V);
     ptr open_xrcd(Ctx, V);
     int query_ece(*mut IbvQp, V);
-    int query_rt_values(Ctx, V);
     int read_counters(V, *mut u64, u32, u32);
     ptr reg_dm_mr(*mut IbvPd, V, u64, usize, u32);
     ptr reg_dmabuf_mr(*mut IbvPd, u64, usize, u64, c_int, c_int);
@@ -67,12 +65,6 @@ stubs! {
 
 pub unsafe extern "C" fn alloc_null_mr(_pd: *mut IbvPd) -> *mut IbvMr {
     unsupported("alloc_null_mr");
-    set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
-}
-
-pub unsafe extern "C" fn alloc_parent_domain(_ctx: Ctx, _attr: V) -> *mut IbvPd {
-    unsupported("alloc_parent_domain");
     set_errno(libc::EOPNOTSUPP);
     std::ptr::null_mut()
 }
@@ -89,19 +81,4 @@ pub unsafe extern "C" fn post_srq_ops(_srq: *mut IbvSrq, op: V, bad: *mut V) -> 
 
 pub unsafe extern "C" fn query_qp_data_in_order(_qp: *mut IbvQp, _op: c_int, _flags: u32) -> c_int {
     0
-}
-
-/// Prefetch advice (0..=2) is accepted as the no-op it is here.
-pub unsafe extern "C" fn advise_mr(
-    _pd: *mut IbvPd,
-    advice: c_int,
-    _flags: u32,
-    _sg: *mut IbvSge,
-    _n: u32,
-) -> c_int {
-    if (0..=2).contains(&advice) {
-        0
-    } else {
-        libc::EOPNOTSUPP
-    }
 }

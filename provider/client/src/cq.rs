@@ -7,15 +7,31 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::channel::CompChannel;
 use super::context::{take_fd, unexpected, Context};
 use super::error::{Error, Result};
+use super::placement::{self, RingAlloc, RingKind};
 use super::queue::WorkQueues;
 use super::wc::Wc;
-use rxu_abi::proto::abi::{Cqe, CQE_SIZE};
+use rxu_abi::proto::abi::{Cqe, CQE_SIZE, CQE_STAMPED_SIZE};
 use rxu_abi::proto::{Request, Response};
-use rxu_abi::ring::{Consumer, Ring};
+use rxu_abi::ring::Consumer;
 
 /// Arm values of the CQ ring's consumer-flag word.
 pub const ARM_NEXT: u32 = 1;
 pub const ARM_SOLICITED: u32 = 2;
+
+/// What [`Cq::create_with`] asks for.
+#[derive(Clone, Copy, Default)]
+pub struct CqOptions<'a> {
+    pub cqe: u32,
+    pub comp_vector: u32,
+    /// Events go here (if any), carrying `user_handle`.
+    pub channel: Option<&'a CompChannel>,
+    pub user_handle: u64,
+    /// Every completion carries the times it was made
+    /// ([`Wc::completion_ts`], [`Wc::completion_wallclock_ns`]).
+    pub timestamps: bool,
+    /// Where the ring is mapped (a parent domain's allocator).
+    pub rings: Option<&'a Arc<dyn RingAlloc>>,
+}
 
 /// A completion queue. Clones share it; a QP holds clones of its CQs.
 #[derive(Clone)]
@@ -30,6 +46,8 @@ struct CqInner {
     cqe: AtomicU32,
     state: Mutex<CqState>,
     channel: Option<CompChannel>,
+    /// Where its rings are mapped (a resize's too).
+    rings: Option<Arc<dyn RingAlloc>>,
     events_acked: AtomicU32,
     live: AtomicBool,
 }
@@ -76,8 +94,11 @@ impl CqState {
     }
 }
 
-fn attach_cq_ring(fds: &mut Vec<std::os::fd::OwnedFd>) -> Result<Consumer> {
-    let ring = Ring::attach(take_fd(fds, "CQ ring")?)?;
+fn attach_cq_ring(
+    fds: &mut Vec<std::os::fd::OwnedFd>,
+    rings: Option<&Arc<dyn RingAlloc>>,
+) -> Result<Consumer> {
+    let ring = placement::attach(take_fd(fds, "CQ ring")?, rings, RingKind::Cq)?;
     if (ring.slot_size() as usize) < CQE_SIZE {
         return Err(Error::Protocol(format!(
             "CQ ring slots of {} bytes",
@@ -97,19 +118,42 @@ impl Cq {
         channel: Option<&CompChannel>,
         user_handle: u64,
     ) -> Result<Cq> {
+        Self::create_with(
+            ctx,
+            &CqOptions {
+                cqe,
+                comp_vector,
+                channel,
+                user_handle,
+                ..CqOptions::default()
+            },
+        )
+    }
+
+    /// Creates a CQ as [`Cq::create`] does, with the extended options.
+    pub fn create_with(ctx: &Context, o: &CqOptions<'_>) -> Result<Cq> {
+        let CqOptions {
+            cqe,
+            comp_vector,
+            channel,
+            user_handle,
+            timestamps,
+            rings,
+        } = *o;
         ctx.doorbell()?;
         let req = Request::CreateCq {
             cqe,
             comp_vector,
             user_handle,
             channel: channel.is_some(),
+            timestamps,
         };
         let fds: Vec<_> = channel.iter().map(|c| c.write_end()).collect();
         let (resp, mut rfds) = ctx.call(&req, &fds)?;
         let Response::Cq { cq, cqe } = resp else {
             return Err(unexpected("Cq", &resp));
         };
-        let consumer = match attach_cq_ring(&mut rfds) {
+        let consumer = match attach_cq_ring(&mut rfds, rings) {
             Ok(c) => c,
             Err(e) => {
                 let _ = ctx.call_ok(&Request::DestroyCq { cq });
@@ -131,6 +175,7 @@ impl Cq {
                     last: 0,
                 }),
                 channel: channel.cloned(),
+                rings: rings.cloned(),
                 events_acked: AtomicU32::new(0),
                 live: AtomicBool::new(true),
             }),
@@ -192,6 +237,18 @@ impl Cq {
         st.last = 0;
     }
 
+    /// Drops the unpolled completions of QP `qpn` (moved to RESET), as
+    /// mlx4, mlx5 and hns clean their CQs: a QP restarted from RESET does
+    /// not find its old work's completions (the daemon dropped those it had
+    /// not written yet). Returns how many.
+    pub(crate) fn clean(&self, qpn: u32) -> Result<u32> {
+        let mut st = self.state();
+        let mut buf = vec![0u8; st.ring.slot_size()];
+        Ok(st
+            .ring
+            .retain(&mut buf, |b| Cqe::new_unchecked(b).qp_num() != qpn)?)
+    }
+
     /// Moves up to `wc.len()` completions into `wc`; returns how many. No
     /// system call. A corrupt ring is a protocol error. Once the device's
     /// daemon is gone: the completions it wrote, then WR_FLUSH_ERR ones for
@@ -200,16 +257,20 @@ impl Cq {
     pub fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
         let mut st = self.state();
         let st = &mut *st;
-        let mut buf = [0u8; CQE_SIZE];
+        let mut buf = [0u8; CQE_STAMPED_SIZE];
+        // The entry with its timestamps, if the slots have room for them.
+        let len = st.ring.slot_size().min(CQE_STAMPED_SIZE);
+        let buf = &mut buf[..len];
         let mut n = 0;
         while n < wc.len() {
             let Some(slot) = st.ring.peek()? else {
                 break;
             };
-            slot.read(0, &mut buf)?;
+            slot.read(0, buf)?;
             slot.release();
-            // A whole entry: the view cannot run short.
-            let w = Wc::from_cqe(&Cqe::new_unchecked(&buf));
+            // At least CQE_SIZE bytes (attach checks): the view cannot run
+            // short.
+            let w = Wc::from_cqe(&Cqe::new_unchecked(&*buf));
             if !st.qps.is_empty() {
                 st.completed(&w);
             }
@@ -268,7 +329,7 @@ impl Cq {
         let Response::Cq { cqe, .. } = resp else {
             return Err(unexpected("Cq", &resp));
         };
-        st.ring = attach_cq_ring(&mut fds)?;
+        st.ring = attach_cq_ring(&mut fds, self.inner.rings.as_ref())?;
         self.inner.cqe.store(cqe, Ordering::Relaxed);
         Ok(cqe)
     }

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use super::context::{unexpected, Context};
 use super::error::{Error, Result};
-use rxu_abi::proto::{Request, Response};
+use super::placement::RingAlloc;
+use rxu_abi::proto::{MrRange, Request, Response, MAX_ADVISE_RANGES};
+use transport::verbs::Sge;
 
 /// A protection domain. Clones share it; MRs, QPs and SRQs hold a clone, so
 /// the daemon object goes away only after everything created in it.
@@ -19,6 +21,12 @@ struct PdInner {
     handle: u32,
     /// Cleared by an explicit successful dealloc, so Drop sends nothing.
     live: AtomicBool,
+    /// Where the rings of QPs and SRQs created through this handle are
+    /// mapped (a parent domain's allocator); `None`: mappings of their own.
+    rings: Option<Arc<dyn RingAlloc>>,
+    /// For a handle made by [`Pd::with_ring_alloc`]: the PD it stands for
+    /// (kept alive by it; this handle never deallocates it).
+    base: Option<Pd>,
 }
 
 impl Pd {
@@ -29,10 +37,33 @@ impl Pd {
                     ctx: ctx.clone(),
                     handle: pd,
                     live: AtomicBool::new(true),
+                    rings: None,
+                    base: None,
                 }),
             }),
             other => Err(unexpected("Pd", &other)),
         }
+    }
+
+    /// The same PD, with the rings of the QPs and SRQs created through
+    /// the returned handle placed in memory from `rings` (a parent domain
+    /// with custom allocators).
+    pub fn with_ring_alloc(&self, rings: Arc<dyn RingAlloc>) -> Pd {
+        let base = self.inner.base.clone().unwrap_or_else(|| self.clone());
+        Pd {
+            inner: Arc::new(PdInner {
+                ctx: self.inner.ctx.clone(),
+                handle: self.inner.handle,
+                live: AtomicBool::new(false),
+                rings: Some(rings),
+                base: Some(base),
+            }),
+        }
+    }
+
+    /// The ring allocator of this handle, if any.
+    pub fn ring_alloc(&self) -> Option<&Arc<dyn RingAlloc>> {
+        self.inner.rings.as_ref()
     }
 
     /// `ibv_import_pd`: PD `handle` of the context `ctx` imported. Dropping
@@ -45,6 +76,8 @@ impl Pd {
                 ctx: ctx.clone(),
                 handle,
                 live: AtomicBool::new(false),
+                rings: None,
+                base: None,
             }),
         })
     }
@@ -58,9 +91,36 @@ impl Pd {
         &self.inner.ctx
     }
 
+    /// `ibv_advise_mr`: advice (`enum ibv_advise_mr_advice`) about ranges
+    /// of on-demand regions of this PD; `flags` `IBV_ADVISE_MR_FLAG_FLUSH`
+    /// makes it synchronous. The errnos are mlx5's (rxud checks).
+    pub fn advise_mr(&self, advice: u32, flags: u32, sges: &[Sge]) -> Result<()> {
+        if sges.is_empty() || sges.len() > MAX_ADVISE_RANGES {
+            return Err(Error::Invalid("advise_mr: 1 to 256 ranges"));
+        }
+        let ranges = sges
+            .iter()
+            .map(|s| MrRange {
+                addr: s.addr,
+                len: s.length,
+                lkey: s.lkey,
+            })
+            .collect();
+        self.inner.ctx.call_ok(&Request::AdviseMr {
+            pd: self.inner.handle,
+            advice,
+            flags,
+            ranges,
+        })
+    }
+
     /// Deallocates now, reporting errors (EBUSY while objects use it). On
     /// failure the PD is handed back unchanged.
     pub fn dealloc(self) -> Result<(), (Pd, Error)> {
+        if self.inner.base.is_some() {
+            let e = Error::Invalid("deallocate the PD a ring-allocator handle stands for");
+            return Err((self, e));
+        }
         match self.inner.ctx.call_ok(&Request::DeallocPd {
             pd: self.inner.handle,
         }) {

@@ -8,11 +8,11 @@ use super::context::{take_fd, unexpected, Context};
 use super::cq::Cq;
 use super::error::{Error, PostError, Result};
 use super::pd::Pd;
+use super::placement::{self, RingKind};
 use super::queue::{post_recvs, post_sends, RecvQueue, RqGuard, SendQueue, SqGuard, WorkQueues};
 use super::srq::Srq;
 use super::wr::{RecvWr, SendWr, SqLimits};
 use rxu_abi::proto::{QpAttr, QpCap, QpType, Request, Response};
-use rxu_abi::ring::Ring;
 use transport::qp::QpState;
 use transport::verbs::qp_attr_mask as mask;
 
@@ -83,7 +83,7 @@ impl Qp {
         let Response::Qp { qpn, cap, .. } = resp else {
             return Err(unexpected("Qp", &resp));
         };
-        let queues = Self::attach_queues(&mut fds, init, &cap);
+        let queues = Self::attach_queues(&mut fds, pd, init, &cap);
         let (mut sq, rq) = match queues {
             Ok(q) => q,
             Err(e) => {
@@ -123,10 +123,12 @@ impl Qp {
 
     fn attach_queues(
         fds: &mut Vec<std::os::fd::OwnedFd>,
+        pd: &Pd,
         init: &QpInit<'_>,
         cap: &QpCap,
     ) -> Result<(SendQueue, Option<RecvQueue>)> {
-        let sq_ring = Ring::attach(take_fd(fds, "SQ ring")?)?;
+        let rings = pd.ring_alloc();
+        let sq_ring = placement::attach(take_fd(fds, "SQ ring")?, rings, RingKind::Sq)?;
         let lim = SqLimits {
             qp_type: init.qp_type,
             max_sge: cap.max_send_sge,
@@ -136,7 +138,7 @@ impl Qp {
         let rq = match init.srq {
             Some(_) => None,
             None => {
-                let ring = Ring::attach(take_fd(fds, "RQ ring")?)?;
+                let ring = placement::attach(take_fd(fds, "RQ ring")?, rings, RingKind::Rq)?;
                 Some(RecvQueue::new(
                     ring.into_producer(),
                     cap.max_recv_sge,
@@ -186,6 +188,10 @@ impl Qp {
             self.state.store(attr.qp_state, Ordering::Relaxed);
             if attr.qp_state == QpState::Reset as u8 {
                 self.queues.reset();
+                self._send_cq.clean(self.qpn)?;
+                if !self._recv_cq.same(&self._send_cq) {
+                    self._recv_cq.clean(self.qpn)?;
+                }
             }
         }
         Ok(())

@@ -150,6 +150,20 @@ impl RecvQueue {
         })
     }
 
+    /// Posts go to `producer` from now on: the SRQ's ring after a resize
+    /// (the daemon carried the unread receives over).
+    pub(crate) fn replace_ring(&mut self, producer: Producer) -> Result<()> {
+        if producer.slot_size() < self.producer.slot_size() {
+            return Err(Error::Protocol(format!(
+                "resized receive ring slots of {} bytes, were {}",
+                producer.slot_size(),
+                self.producer.slot_size()
+            )));
+        }
+        self.producer = producer;
+        Ok(())
+    }
+
     /// Keeps no record of what is outstanding (SRQs): only the ring
     /// bounds what is posted.
     pub(crate) fn untracked(mut self) -> RecvQueue {
@@ -553,6 +567,35 @@ mod tests {
         let e = post_sends(SqGuard::new(&q, &bell, true), &[wr]).unwrap_err();
         assert_eq!((e.index, e.errno()), (0, libc::EINVAL));
         assert!(pop_send(&mut c).is_none());
+    }
+
+    /// SRQ resize: after the swap posts land in the new ring only, and a
+    /// ring with smaller slots is refused.
+    #[test]
+    fn replaced_ring_takes_the_posts() {
+        let (old, fd) = Ring::create("rxu-client-test", 128, 2).unwrap();
+        let rq = RecvQueue::new(Ring::attach(&fd).unwrap().into_producer(), 2, 2).unwrap();
+        let q = Mutex::new(rq.untracked());
+        let bell = Doorbell::new().unwrap();
+        post_recvs(RqGuard::new(&q, &bell, true), &[RecvWr::new(1, &[])]).unwrap();
+        let (small, sfd) = Ring::create("rxu-client-test", 64, 8).unwrap();
+        let p = Ring::attach(&sfd).unwrap().into_producer();
+        assert!(q.lock().unwrap().replace_ring(p).is_err());
+        drop(small);
+        let (new, nfd) = Ring::create("rxu-client-test", 128, 8).unwrap();
+        let p = Ring::attach(&nfd).unwrap().into_producer();
+        q.lock().unwrap().replace_ring(p).unwrap();
+        let wrs: Vec<_> = (2..6).map(|id| RecvWr::new(id, &[])).collect();
+        post_recvs(RqGuard::new(&q, &bell, true), &wrs).unwrap();
+        let (mut old, mut new) = (old.into_consumer(), new.into_consumer());
+        let mut b = vec![0u8; new.slot_size()];
+        let mut ids = Vec::new();
+        while new.try_pop(&mut b).unwrap() {
+            ids.push(RecvSlot::new_checked(&b[..]).unwrap().wr_id());
+        }
+        assert_eq!(ids, [2, 3, 4, 5]);
+        assert_eq!(old.len().unwrap(), 1, "only the post before the swap");
+        assert!(old.try_pop(&mut b).unwrap());
     }
 
     #[test]

@@ -1,15 +1,15 @@
 //! Shared receive queues: a ring this process produces, the daemon consumes.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::context::{take_fd, unexpected, Context};
 use super::error::{Error, PostError, Result};
 use super::pd::Pd;
+use super::placement::{self, RingKind};
 use super::queue::{post_recvs, RecvQueue, RqGuard};
 use super::wr::RecvWr;
 use rxu_abi::proto::{Request, Response};
-use rxu_abi::ring::Ring;
 
 /// `ibv_srq_attr_mask` bits for [`Srq::modify`].
 pub use transport::verbs::srq_attr_mask;
@@ -33,6 +33,8 @@ struct SrqInner {
     handle: u32,
     user_handle: u64,
     attr: SrqAttr,
+    /// max_wr now (a resize changes it).
+    max_wr: AtomicU32,
     rq: Mutex<RecvQueue>,
     live: AtomicBool,
 }
@@ -67,7 +69,7 @@ impl Srq {
             return Err(unexpected("Srq", &resp));
         };
         let attached = take_fd(&mut fds, "SRQ ring")
-            .and_then(|fd| Ok(Ring::attach(fd)?))
+            .and_then(|fd| placement::attach(fd, pd.ring_alloc(), RingKind::Srq))
             .and_then(|ring| RecvQueue::new(ring.into_producer(), max_sge, max_wr))
             .map(RecvQueue::untracked);
         let rq = match attached {
@@ -87,6 +89,7 @@ impl Srq {
                     max_sge,
                     srq_limit,
                 },
+                max_wr: AtomicU32::new(max_wr),
                 rq: Mutex::new(rq),
                 live: AtomicBool::new(true),
             }),
@@ -105,9 +108,12 @@ impl Srq {
         &self.inner.pd
     }
 
-    /// The attributes granted at creation.
+    /// The attributes granted at creation, with max_wr as resized since.
     pub fn attr(&self) -> SrqAttr {
-        self.inner.attr
+        SrqAttr {
+            max_wr: self.inner.max_wr.load(Ordering::Relaxed),
+            ..self.inner.attr
+        }
     }
 
     fn ctx(&self) -> &Context {
@@ -115,14 +121,32 @@ impl Srq {
     }
 
     /// `ibv_modify_srq`: `mask` of [`srq_attr_mask`] bits. Arming the limit
-    /// (LIMIT) is what SRQ_LIMIT_REACHED events need.
+    /// (LIMIT) is what SRQ_LIMIT_REACHED events need. MAX_WR resizes: the
+    /// daemon moves the posted receives to a new ring, which replaces the
+    /// old one once the reply is in (posting waits meanwhile, as with
+    /// rxe's queue lock).
     pub fn modify(&self, mask: u32, max_wr: u32, srq_limit: u32) -> Result<()> {
-        self.ctx().call_ok(&Request::ModifySrq {
+        let req = Request::ModifySrq {
             srq: self.inner.handle,
             mask,
             max_wr,
             srq_limit,
-        })
+        };
+        if mask & srq_attr_mask::MAX_WR == 0 {
+            return self.ctx().call_ok(&req);
+        }
+        let mut rq = self.inner.rq.lock().unwrap_or_else(|p| p.into_inner());
+        let (resp, mut fds) = self.ctx().call(&req, &[])?;
+        let Response::Srq { max_wr, .. } = resp else {
+            return Err(unexpected("Srq", &resp));
+        };
+        // The new ring lives where the old one did: in the parent domain's
+        // allocator memory when the SRQ was made on one.
+        let fd = take_fd(&mut fds, "SRQ ring")?;
+        let ring = placement::attach(fd, self.inner.pd.ring_alloc(), RingKind::Srq)?;
+        rq.replace_ring(ring.into_producer())?;
+        self.inner.max_wr.store(max_wr, Ordering::Relaxed);
+        Ok(())
     }
 
     /// `ibv_query_srq`: the daemon's current view.

@@ -29,6 +29,11 @@ pub struct Wc {
     pub dlid_path_bits: u8,
     /// UD receives: the sender's GID.
     pub src_gid: [u8; 16],
+    /// CQs created with timestamps: when the daemon made the completion, in
+    /// ns of the device's clock (CLOCK_MONOTONIC) and of the wall clock
+    /// (CLOCK_REALTIME); 0 otherwise.
+    pub completion_ts: u64,
+    pub completion_wallclock_ns: u64,
 }
 
 impl Wc {
@@ -48,6 +53,8 @@ impl Wc {
             sl: c.sl(),
             dlid_path_bits: c.dlid_path_bits(),
             src_gid: c.src_gid(),
+            completion_ts: c.completion_ts(),
+            completion_wallclock_ns: c.completion_wallclock_ns(),
         }
     }
 
@@ -102,5 +109,6 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Wc, pkey_index), 40);
         assert_eq!(std::mem::offset_of!(Wc, dlid_path_bits), 45);
         assert_eq!(std::mem::offset_of!(Wc, src_gid), 46);
+        assert_eq!(std::mem::offset_of!(Wc, completion_ts), 64);
     }
 }

@@ -352,6 +352,96 @@ fn cq_resize_keeps_unpolled_completions() {
     assert_eq!(expect_ok(&p.cq_a, WcOpcode::RdmaWrite).wr_id, 9);
 }
 
+/// A QP moved to RESET loses its unpolled completions (as mlx4/mlx5/hns
+/// clean their CQs; rdma-core's test_mr rereg tests restart QPs this way),
+/// another QP's completions in the same CQ stay, in order, and the QP
+/// works again once connected anew.
+#[test]
+fn reset_drops_the_qps_unpolled_completions() {
+    let d = daemon(10);
+    let ctx = d.open();
+    let p = Pair::new(&ctx, QpType::Rc);
+    let x = Qp::create(&p.pd, &QpInit::new(QpType::Rc, &p.cq_a, &p.cq_a, cap())).unwrap();
+    let to = |qp: &Qp, st: QpState| {
+        let attr = QpAttr {
+            qp_state: st as u8,
+            ..QpAttr::default()
+        };
+        qp.modify(&attr, qp_attr_mask::STATE).unwrap();
+    };
+    to(&x, QpState::Err);
+    let settle = || std::thread::sleep(Duration::from_millis(100));
+    let write = |id| SendWr::write(id, &[], 0, 0).signaled();
+    p.a.post_send(&[write(0), write(1)]).unwrap();
+    settle();
+    x.post_recv(&[RecvWr::new(50, &[])]).unwrap();
+    settle();
+    p.a.post_send(&[write(2)]).unwrap();
+    x.post_recv(&[RecvWr::new(51, &[])]).unwrap();
+    settle();
+    to(&p.a, QpState::Reset);
+    for id in [50, 51] {
+        let wc = poll_one(&p.cq_a);
+        assert_eq!((wc.wr_id, wc.status), (id, WcStatus::WrFlushErr as u32));
+    }
+    assert_quiet(&p.cq_a, 50);
+    // Both sides anew (fresh PSNs).
+    to(&p.b, QpState::Reset);
+    let gid = ctx.query_gid(0).unwrap();
+    let (ea, eb) = (
+        QpEndpoint {
+            qpn: p.a.qpn(),
+            psn: 0x500,
+            gid,
+        },
+        QpEndpoint {
+            qpn: p.b.qpn(),
+            psn: 0x900,
+            gid,
+        },
+    );
+    p.a.connect(ea.psn, &eb, &ConnectOpts::default()).unwrap();
+    p.b.connect(eb.psn, &ea, &ConnectOpts::default()).unwrap();
+    p.a.post_send(&[write(9)]).unwrap();
+    assert_eq!(expect_ok(&p.cq_a, WcOpcode::RdmaWrite).wr_id, 9);
+}
+
+/// UD sends complete once transmitted; a resize right after posting them
+/// counts their completions as unpolled (rdma-core's test_resize_cq fills
+/// a CQ with UD sends and shrinks it at once, expecting EINVAL).
+#[test]
+fn cq_resize_right_after_ud_sends_counts_their_completions() {
+    let d = daemon(11);
+    let ctx = d.open();
+    let p = Pair::new(&ctx, QpType::Ud);
+    let ba = MrBuf::new(&p.pd, 4096, ALL_ACCESS).unwrap();
+    let qkey = ConnectOpts::default().qkey;
+    let ah = Ah::new(
+        &p.pd,
+        AhAttr {
+            dgid: ctx.query_gid(0).unwrap(),
+            hop_limit: 64,
+            is_global: true,
+            port_num: 1,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let n = p.cq_a.resize(7).unwrap();
+    for round in 0..20 {
+        let sge = [ba.sge(0, 64)];
+        let wrs: Vec<SendWr<'_>> = (0..u64::from(n) - 1)
+            .map(|i| SendWr::send(i, &sge).ud(&ah, p.b.qpn(), qkey).signaled())
+            .collect();
+        p.a.post_send(&wrs).unwrap();
+        let e = p.cq_a.resize(1).unwrap_err();
+        assert_eq!(e.errno(), libc::EINVAL, "round {round}: {e}");
+        for i in 0..u64::from(n) - 1 {
+            assert_eq!(expect_ok(&p.cq_a, WcOpcode::Send).wr_id, i);
+        }
+    }
+}
+
 #[test]
 fn threads_post_to_one_qp() {
     let d = daemon(6);

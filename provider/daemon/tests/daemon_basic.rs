@@ -287,6 +287,7 @@ fn send_and_write_between_two_rc_qps_then_cleanup() {
             comp_vector: 0,
             user_handle: 7,
             channel: false,
+            timestamps: false,
         },
     ) {
         (Response::Cq { cq, .. }, fds) => (cq, Ring::attach(&fds[0]).unwrap().into_consumer()),
@@ -528,6 +529,7 @@ fn bench_pingpong_and_write_goodput() {
             comp_vector: 0,
             user_handle: 0,
             channel: false,
+            timestamps: false,
         },
     ) {
         (Response::Cq { cq, .. }, fds) => (cq, Ring::attach(&fds[0]).unwrap().into_consumer()),
@@ -680,6 +682,7 @@ fn idle_daemon_with_connected_qps_sleeps() {
             comp_vector: 0,
             user_handle: 0,
             channel: false,
+            timestamps: false,
         },
     )
     .0

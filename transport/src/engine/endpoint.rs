@@ -415,6 +415,18 @@ impl<M: Memory> Endpoint<M> {
         Ok(())
     }
 
+    /// Changes how many receive WQEs the SRQ holds at most. The WQEs it
+    /// holds stay, in order; fewer room than that is refused with
+    /// [`EngineError::SrqFull`] and changes nothing.
+    pub fn resize_srq(&mut self, srq: u32, max_wr: u32) -> Result<(), EngineError> {
+        let s = self.srqs.get_mut(&srq).ok_or(EngineError::NoSrq(srq))?;
+        if s.q.len() > max_wr as usize {
+            return Err(EngineError::SrqFull(srq));
+        }
+        s.max = max_wr as usize;
+        Ok(())
+    }
+
     /// Destroys an SRQ; its QPs find no receive WQEs from then on.
     pub fn destroy_srq(&mut self, srq: u32) -> Result<(), EngineError> {
         self.srqs
@@ -1022,6 +1034,41 @@ mod tests {
         b.handle_datagram(now, &meta(A, group), p, &mut cb);
         assert!(cb.is_empty(), "{cb:?}");
         assert_eq!((b.counters().unknown_qp, b.counters().not_local), (1, 2));
+    }
+
+    #[test]
+    fn srq_resize_keeps_its_wqes_and_refuses_less_room_than_they_need() {
+        let mut e = Endpoint::new(0x11, BufferMemory::new()).unwrap();
+        let srq = e.create_srq(2);
+        let wqe = |wr_id| RecvWqe {
+            wr_id,
+            sges: vec![],
+        };
+        e.post_srq_recv(srq, wqe(1)).unwrap();
+        e.post_srq_recv(srq, wqe(2)).unwrap();
+        assert!(matches!(
+            e.post_srq_recv(srq, wqe(3)),
+            Err(EngineError::SrqFull(_))
+        ));
+        assert!(matches!(e.resize_srq(srq, 1), Err(EngineError::SrqFull(_))));
+        assert!(
+            e.post_srq_recv(srq, wqe(3)).is_err(),
+            "still 2 after a refusal"
+        );
+        e.resize_srq(srq, 4).unwrap();
+        e.post_srq_recv(srq, wqe(3)).unwrap();
+        e.resize_srq(srq, 3).unwrap();
+        assert!(
+            e.post_srq_recv(srq, wqe(4)).is_err(),
+            "shrunk to what it holds"
+        );
+        let s = e.srqs.get_mut(&srq).unwrap();
+        let order: Vec<u64> = std::iter::from_fn(|| s.pop()).map(|w| w.wr_id).collect();
+        assert_eq!(order, [1, 2, 3]);
+        assert!(matches!(
+            e.resize_srq(srq + 1, 4),
+            Err(EngineError::NoSrq(_))
+        ));
     }
 
     #[test]

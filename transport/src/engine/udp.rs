@@ -590,7 +590,9 @@ fn open_socket(
     sys::set_pmtudisc_do(fd, v6)?;
     if v6 {
         sys::set_no_check6(fd, true, true)?;
-        sys::set_no_auto_flowlabel(fd)?;
+        // Best effort: a kernel without the option (before 4.5) sends its
+        // own flow labels, which no RoCE receiver checks.
+        let _ = sys::set_no_auto_flowlabel(fd);
     }
     if addr.is_unspecified() {
         sys::set_recv_pktinfo(fd, v6)?;

@@ -98,11 +98,14 @@ pub enum Request {
     },
     /// fds: [0] optional write end of the completion channel socket
     /// (8-byte records carrying `user_handle`), present iff `channel`.
+    /// `timestamps`: every entry carries its completion times (ring slots
+    /// of [`abi::CQE_STAMPED_SIZE`] bytes instead of [`abi::CQE_SIZE`]).
     CreateCq {
         cqe: u32,
         comp_vector: u32,
         user_handle: u64,
         channel: bool,
+        timestamps: bool,
     },
     /// Grows or shrinks the CQ; the reply carries a new ring.
     ResizeCq {
@@ -119,7 +122,9 @@ pub enum Request {
         srq_limit: u32,
         user_handle: u64,
     },
-    /// mask: IBV_SRQ_MAX_WR 1, IBV_SRQ_LIMIT 2.
+    /// mask: IBV_SRQ_MAX_WR 1, IBV_SRQ_LIMIT 2. With MAX_WR the reply is
+    /// `Srq` with the resized ring (the client, which must not post
+    /// meanwhile, produces into it from then on); otherwise `Ok`.
     ModifySrq {
         srq: u32,
         mask: u32,
@@ -202,7 +207,27 @@ pub enum Request {
     ImportMr {
         mr: u32,
     },
+    /// `ibv_advise_mr`: `advice` is an `enum ibv_advise_mr_advice`,
+    /// `flags` `IBV_ADVISE_MR_FLAG_*`; the ranges are lkeys of on-demand
+    /// regions of `pd`.
+    AdviseMr {
+        pd: u32,
+        advice: u32,
+        flags: u32,
+        ranges: Vec<MrRange>,
+    },
 }
+
+/// `len` bytes at the client's `addr`, through `lkey` (an `ibv_sge`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MrRange {
+    pub addr: u64,
+    pub len: u32,
+    pub lkey: u32,
+}
+
+/// Most ranges one `AdviseMr` carries (well inside [`MAX_MSG`]).
+pub const MAX_ADVISE_RANGES: usize = 256;
 
 /// Device attributes (the fields of `struct ibv_device_attr` rxu reports).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -320,7 +345,8 @@ pub enum Response {
         mw: u32,
         rkey: u32,
     },
-    /// fds: [0] the CQ ring (this side consumes; slot = [`abi::CQE_SIZE`]).
+    /// fds: [0] the CQ ring (this side consumes; slot = [`abi::CQE_SIZE`],
+    /// or [`abi::CQE_STAMPED_SIZE`] for a CQ with timestamps).
     Cq {
         cq: u32,
         cqe: u32,

@@ -35,6 +35,7 @@ mod doorbell;
 mod error;
 pub mod layout;
 mod memfd;
+mod placed;
 mod region;
 mod spsc;
 
@@ -46,6 +47,8 @@ use memmap2::MmapOptions;
 pub use doorbell::Doorbell;
 pub use error::RingError;
 use layout::{Geometry, CONS_OFFSET, DATA_OFFSET, HEADER_LEN, PROD_OFFSET};
+use placed::Placed;
+pub use placed::{page_size, Place};
 use region::Region;
 pub use spsc::{Consumer, Producer, ReadSlot, WriteSlot};
 
@@ -89,7 +92,33 @@ impl Ring {
     /// is not a shrink-sealed memfd, a bad header, or a header that claims
     /// more memory than the object really has.
     pub fn attach(fd: impl AsFd) -> Result<Ring, RingError> {
-        let fd = fd.as_fd();
+        let (file, geo) = Self::inspect(fd.as_fd())?;
+        let map = MmapOptions::new().len(geo.total_len()).map_raw(&file)?;
+        Ok(Ring {
+            region: Region::new(map, geo),
+        })
+    }
+
+    /// Bytes a mapping of the ring in `fd` takes (checked as
+    /// [`Ring::attach`] checks): what a [`Place`] for it must hold.
+    pub fn mapped_len(fd: impl AsFd) -> Result<usize, RingError> {
+        Ok(Self::inspect(fd.as_fd())?.1.total_len())
+    }
+
+    /// As [`Ring::attach`], but mapped over `place` (page-aligned, at least
+    /// [`Ring::mapped_len`] bytes). On failure the place is given back
+    /// unchanged (its release runs); once the ring is dropped the range is
+    /// fresh zeroed memory again and then given back.
+    pub fn attach_at(fd: impl AsFd, place: Place) -> Result<Ring, RingError> {
+        let (file, geo) = Self::inspect(fd.as_fd())?;
+        let map = Placed::map(file.as_fd(), geo.total_len(), place)?;
+        Ok(Ring {
+            region: Region::placed(map, geo),
+        })
+    }
+
+    /// Checks a ring fd and reads its geometry.
+    fn inspect(fd: std::os::fd::BorrowedFd<'_>) -> Result<(std::fs::File, Geometry), RingError> {
         memfd::check_sealed(fd)?;
         let file = std::fs::File::from(fd.try_clone_to_owned()?);
         let len = file.metadata()?.len();
@@ -104,10 +133,7 @@ impl Ring {
         // The geometry is decided here, once; later header writes by the
         // peer change nothing for us.
         let geo = layout::decode_header(&header, len)?;
-        let map = MmapOptions::new().len(geo.total_len()).map_raw(&file)?;
-        Ok(Ring {
-            region: Region::new(map, geo),
-        })
+        Ok((file, geo))
     }
 
     pub fn slot_size(&self) -> u32 {

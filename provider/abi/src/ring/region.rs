@@ -12,15 +12,49 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use memmap2::MmapRaw;
 
 use super::layout::{Geometry, CONS_OFFSET, PROD_OFFSET, SLEEP_OFFSET};
+use super::placed::Placed;
+
+/// Where the ring's memory is mapped: anywhere (a mapping of its own), or
+/// at a place its owner lent.
+enum Mapping {
+    Own(MmapRaw),
+    Placed(Placed),
+}
+
+impl Mapping {
+    fn as_mut_ptr(&self) -> *mut u8 {
+        match self {
+            Mapping::Own(m) => m.as_mut_ptr(),
+            Mapping::Placed(p) => p.as_mut_ptr(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Mapping::Own(m) => m.len(),
+            Mapping::Placed(p) => p.len(),
+        }
+    }
+}
 
 pub struct Region {
-    map: MmapRaw,
+    map: Mapping,
     geo: Geometry,
 }
 
 impl Region {
     /// `map` must be at least `geo.total_len()` bytes (checked).
     pub fn new(map: MmapRaw, geo: Geometry) -> Self {
+        Self::with(Mapping::Own(map), geo)
+    }
+
+    /// A ring mapped at a lent place, at least `geo.total_len()` bytes
+    /// (checked).
+    pub fn placed(map: Placed, geo: Geometry) -> Self {
+        Self::with(Mapping::Placed(map), geo)
+    }
+
+    fn with(map: Mapping, geo: Geometry) -> Self {
         assert!(map.len() >= geo.total_len(), "mapping shorter than ring");
         Self { map, geo }
     }

@@ -320,6 +320,75 @@ impl Consumer {
         fence(Ordering::SeqCst);
     }
 
+    /// Copies each entry published and not yet consumed, oldest first,
+    /// into `buf` (at least a slot long) and hands it to `f`, consuming
+    /// nothing; returns how many. For moving an SRQ's posted receives to a
+    /// new ring on resize; the producer must not publish meanwhile (it
+    /// holds its SRQ lock). The count is validated once: a producer that
+    /// moves its index during the call changes nothing here.
+    pub fn read_unconsumed(
+        &self,
+        buf: &mut [u8],
+        mut f: impl FnMut(&[u8]),
+    ) -> Result<u32, RingError> {
+        let slot = self.slot_size();
+        if buf.len() < slot {
+            return Err(RingError::BufferTooSmall {
+                len: buf.len(),
+                slot_size: slot,
+            });
+        }
+        let used = self.len()?;
+        for i in 0..used {
+            self.region
+                .read_slot(self.head.wrapping_add(i), 0, &mut buf[..slot]);
+            f(&buf[..slot]);
+        }
+        Ok(used)
+    }
+
+    /// Drops the unconsumed entries `keep` refuses and keeps the others
+    /// in order, compacting them toward the newest end in place (as
+    /// hardware providers clean a CQ of a QP moved to RESET); returns how
+    /// many were dropped. `buf` must hold a slot. The producer may go on
+    /// publishing meanwhile: only slots it published and we have not
+    /// released are rewritten, and they are released only after.
+    pub fn retain(
+        &mut self,
+        buf: &mut [u8],
+        mut keep: impl FnMut(&[u8]) -> bool,
+    ) -> Result<u32, RingError> {
+        let slot = self.slot_size();
+        if buf.len() < slot {
+            return Err(RingError::BufferTooSmall {
+                len: buf.len(),
+                slot_size: slot,
+            });
+        }
+        let used = self.len()?;
+        let mut dropped = 0u32;
+        for i in (0..used).rev() {
+            let at = self.head.wrapping_add(i);
+            self.region.read_slot(at, 0, &mut buf[..slot]);
+            if !keep(&buf[..slot]) {
+                dropped += 1;
+            } else if dropped > 0 {
+                self.region
+                    .write_slot(at.wrapping_add(dropped), 0, &buf[..slot]);
+            }
+        }
+        if dropped > 0 {
+            // The producer index validated above; the head moves past
+            // the freed slots only after the survivors were written.
+            self.cached_prod = self.head.wrapping_add(used);
+            self.head = self.head.wrapping_add(dropped);
+            self.region
+                .consumer_index()
+                .store(self.head, Ordering::Release);
+        }
+        Ok(dropped)
+    }
+
     /// Blocks until the ring is non-empty, the doorbell rings, or `timeout`
     /// passes, using the sleep protocol. Returns whether entries are waiting.
     /// Spurious returns are possible; callers loop.

@@ -483,3 +483,166 @@ fn producer_reads_back_unconsumed_entries() {
         Err(RingError::Corrupt { .. })
     ));
 }
+
+#[test]
+fn consumer_reads_unconsumed_entries_in_order_without_consuming() {
+    let (ring, fd) = Ring::create_with_start_index("rxu-wrap", 8, 4, u32::MAX - 1).unwrap();
+    let mut p = ring.into_producer();
+    let mut c = Ring::attach(&fd).unwrap().into_consumer();
+    let f = File::from(fd);
+    let mut out = [0u8; 8];
+    for i in 0..4u8 {
+        assert!(p.try_push(&[i; 8]).unwrap());
+    }
+    assert!(c.try_pop(&mut out).unwrap());
+    assert!(p.try_push(&[4; 8]).unwrap());
+    // Indices wrap past u32::MAX between the entries read.
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 8];
+    assert_eq!(c.read_unconsumed(&mut buf, |b| seen.push(b[0])).unwrap(), 4);
+    assert_eq!(seen, [1, 2, 3, 4]);
+    assert_eq!(c.len().unwrap(), 4, "nothing consumed");
+    assert!(c.try_pop(&mut out).unwrap());
+    assert_eq!(out, [1; 8]);
+    assert!(matches!(
+        c.read_unconsumed(&mut [0u8; 4], |_| ()),
+        Err(RingError::BufferTooSmall { .. })
+    ));
+    // A producer index further ahead than the ring holds is refused,
+    // nothing read.
+    poke_u32(&f, PROD_OFFSET, 100);
+    assert!(matches!(
+        c.read_unconsumed(&mut buf, |_| panic!("read a slot")),
+        Err(RingError::Corrupt { .. })
+    ));
+}
+
+#[test]
+fn retain_drops_entries_in_place_and_keeps_the_order() {
+    let (ring, fd) = Ring::create_with_start_index("rxu-wrap", 8, 8, u32::MAX - 2).unwrap();
+    let mut p = ring.into_producer();
+    let mut c = Ring::attach(&fd).unwrap().into_consumer();
+    let mut out = [0u8; 8];
+    assert!(p.try_push(&[9; 8]).unwrap());
+    assert!(c.try_pop(&mut out).unwrap());
+    for i in 0..7u8 {
+        assert!(p.try_push(&[i; 8]).unwrap());
+    }
+    assert_eq!(p.free_slots().unwrap(), 1);
+    let mut buf = [0u8; 8];
+    // Drop the odd ones: 0, 2, 4, 6 stay, across the u32 wrap.
+    assert_eq!(c.retain(&mut buf, |b| b[0] % 2 == 0).unwrap(), 3);
+    assert_eq!(c.len().unwrap(), 4);
+    assert_eq!(p.free_slots().unwrap(), 4, "the producer sees the room");
+    // The producer goes on after the compaction.
+    assert!(p.try_push(&[7; 8]).unwrap());
+    let mut got = Vec::new();
+    while c.try_pop(&mut out).unwrap() {
+        got.push(out[0]);
+    }
+    assert_eq!(got, [0, 2, 4, 6, 7]);
+    assert_eq!(c.retain(&mut buf, |_| false).unwrap(), 0, "empty");
+    assert!(p.try_push(&[1; 8]).unwrap());
+    assert_eq!(c.retain(&mut buf, |_| true).unwrap(), 0);
+    assert_eq!(c.retain(&mut buf, |_| false).unwrap(), 1);
+    assert!(c.is_empty().unwrap());
+    assert!(matches!(
+        c.retain(&mut [0u8; 4], |_| true),
+        Err(RingError::BufferTooSmall { .. })
+    ));
+}
+
+/// Memory as an application allocator hands it out: `pages` anonymous
+/// pages filled with 0xaa. Freed by the test with munmap.
+fn app_pages(pages: usize) -> std::ptr::NonNull<u8> {
+    let len = pages * page_size();
+    // SAFETY: a fresh private anonymous mapping; nothing else uses it.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    // SAFETY: the len bytes just mapped.
+    unsafe { std::ptr::write_bytes(p.cast::<u8>(), 0xaa, len) };
+    std::ptr::NonNull::new(p.cast()).unwrap()
+}
+
+fn released() -> (
+    std::sync::Arc<std::sync::atomic::AtomicU32>,
+    Box<dyn FnOnce() + Send>,
+) {
+    let n = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let m = n.clone();
+    (
+        n,
+        Box::new(move || {
+            m.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }),
+    )
+}
+
+#[test]
+fn ring_placed_in_lent_memory_lives_there_and_gives_it_back_zeroed() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (ring, fd) = Ring::create("rxu-test", 64, 8).unwrap();
+    let len = Ring::mapped_len(&fd).unwrap();
+    assert_eq!(len, DATA_OFFSET + 64 * 8);
+    let pages = len.div_ceil(page_size());
+    let mem = app_pages(pages);
+    let (count, release) = released();
+    // SAFETY: the pages are this test's and untouched until released.
+    let place = unsafe { Place::new(mem, pages * page_size(), release) };
+    let mut c = Ring::attach_at(&fd, place).unwrap().into_consumer();
+    let mut p = ring.into_producer();
+    // SAFETY: reading the first bytes of the lent range (the ring header).
+    let head = unsafe { std::slice::from_raw_parts(mem.as_ptr(), 8) }.to_vec();
+    assert_eq!(
+        head,
+        layout::encode_header(Geometry::new(64, 8).unwrap())[..8]
+    );
+    assert!(p.try_push(b"placed").unwrap());
+    let mut out = [0u8; 64];
+    assert!(c.try_pop(&mut out).unwrap());
+    assert_eq!(&out[..6], b"placed");
+    assert_eq!(count.load(SeqCst), 0, "given back while in use");
+    drop(c);
+    assert_eq!(count.load(SeqCst), 1, "given back once");
+    // The range is ordinary zeroed memory again, no longer the ring's.
+    assert!(p.try_push(b"after").unwrap());
+    // SAFETY: the range is mapped (anonymous) and ours.
+    let all = unsafe { std::slice::from_raw_parts(mem.as_ptr(), pages * page_size()) };
+    assert!(all.iter().all(|&b| b == 0));
+    // SAFETY: the test's own mapping.
+    unsafe { libc::munmap(mem.as_ptr().cast(), pages * page_size()) };
+}
+
+#[test]
+fn a_place_that_cannot_hold_the_ring_is_refused_and_given_back() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (_ring, fd) = Ring::create("rxu-test", 64, 64).unwrap();
+    let mem = app_pages(2);
+    for (addr, len) in [
+        // Not page-aligned.
+        (mem.as_ptr().wrapping_add(8), page_size()),
+        // Too small: the ring needs more than one page.
+        (mem.as_ptr(), page_size()),
+    ] {
+        let (count, release) = released();
+        let addr = std::ptr::NonNull::new(addr).unwrap();
+        // SAFETY: inside the test's pages, unused meanwhile.
+        let place = unsafe { Place::new(addr, len, release) };
+        assert!(Ring::attach_at(&fd, place).is_err());
+        assert_eq!(count.load(SeqCst), 1);
+    }
+    // SAFETY: the pages are still mapped and untouched (0xaa).
+    let all = unsafe { std::slice::from_raw_parts(mem.as_ptr(), 2 * page_size()) };
+    assert!(all.iter().all(|&b| b == 0xaa));
+    // SAFETY: the test's own mapping.
+    unsafe { libc::munmap(mem.as_ptr().cast(), 2 * page_size()) };
+}

@@ -13,7 +13,8 @@ use transport::engine::CqSink;
 use transport::qp::{wc_flags, Completion};
 
 use crate::verbs;
-use rxu_abi::proto::abi::{Cqe, CqeBytes, CQE_SIZE};
+use rxu_abi::clock::completion_stamps;
+use rxu_abi::proto::abi::{Cqe, CqeBytes, CQE_SIZE, CQE_STAMPED_SIZE};
 
 use super::counters::DaemonCounters;
 use super::session::Cq;
@@ -27,7 +28,7 @@ const ARM_SOLICITED: u32 = 2;
 /// are 0 on RoCE; SL is too, except that a UD receive reports the network
 /// header it came in there, see [`transport::verbs::NetworkHdr`]).
 pub fn cqe_of(c: &Completion) -> CqeBytes {
-    let mut e = Cqe::new_unchecked([0u8; CQE_SIZE]);
+    let mut e = Cqe::new_unchecked([0u8; CQE_STAMPED_SIZE]);
     e.set_wr_id(c.wr_id);
     e.set_status(c.status as u32);
     e.set_opcode(c.opcode as u32);
@@ -53,9 +54,28 @@ pub fn cq_geometry(cqe: u32) -> (u32, u32) {
     (slots, slots - 1)
 }
 
+/// The bytes of `e` the CQ's ring slots hold (with the timestamps or
+/// without).
+fn entry(cq: &Cq, e: &CqeBytes) -> usize {
+    if cq.timestamps {
+        e.len()
+    } else {
+        CQE_SIZE
+    }
+}
+
 fn push(cq: &mut Cq, e: &CqeBytes) -> bool {
     // A ring the client corrupted counts as full: the entry waits.
-    matches!(cq.ring.try_push(e), Ok(true))
+    matches!(cq.ring.try_push(&e[..entry(cq, e)]), Ok(true))
+}
+
+/// Stamps an entry of a CQ created with timestamps as it is made (not
+/// when it reaches the ring: a backlogged entry keeps its time).
+fn stamp(cq: &Cq, e: &mut CqeBytes) {
+    if cq.timestamps {
+        let (ts, wall) = completion_stamps();
+        Cqe::new_unchecked(&mut e[..]).set_completion_stamps(ts, wall);
+    }
 }
 
 /// Whether a new entry may wake a CQ armed for solicited completions.
@@ -85,7 +105,8 @@ fn backlog_cap(cq: &Cq) -> usize {
 /// backlog (dropped beyond its cap). The channel hears of it in the next
 /// delivery pass.
 pub(super) fn post_completion(cq: &mut Cq, c: &Completion, counters: &mut DaemonCounters) {
-    let e = cqe_of(c);
+    let mut e = cqe_of(c);
+    stamp(cq, &mut e);
     if cq.backlog.is_empty() && push(cq, &e) {
         cq.wake |= may_be_solicited(&e);
     } else if cq.backlog.len() < backlog_cap(cq) {
@@ -150,7 +171,8 @@ pub fn deliver_cq(cq: &mut Cq, counters: &mut DaemonCounters) -> Delivered {
 
 /// Appends one entry the daemon made itself (a bad WQE's error), after
 /// whatever the backlog holds.
-pub fn push_own(cq: &mut Cq, e: CqeBytes, counters: &mut DaemonCounters) {
+pub fn push_own(cq: &mut Cq, mut e: CqeBytes, counters: &mut DaemonCounters) {
+    stamp(cq, &mut e);
     if cq.backlog.is_empty() && push(cq, &e) {
         counters.cqes_delivered += 1;
         notify(cq, true, counters);

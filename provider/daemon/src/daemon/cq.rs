@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 
-use rxu_abi::proto::abi::CQE_SIZE;
+use rxu_abi::proto::abi::{CQE_SIZE, CQE_STAMPED_SIZE};
 use rxu_abi::proto::Response;
 use rxu_abi::ring::Ring;
 
@@ -16,15 +16,32 @@ use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::{event, Cq};
 use super::sys;
 
-pub(super) fn create(
-    objects: &mut Objects,
-    id: u32,
-    cqe: u32,
-    comp_vector: u32,
-    user_handle: u64,
-    channel: bool,
-    fds: Vec<OwnedFd>,
-) -> Handled {
+/// What a `CreateCq` request asks for.
+pub(super) struct NewCq {
+    pub cqe: u32,
+    pub comp_vector: u32,
+    pub user_handle: u64,
+    pub channel: bool,
+    pub timestamps: bool,
+}
+
+/// Ring slot size of a CQ: entries of a CQ with timestamps carry them.
+fn slot_size(timestamps: bool) -> u32 {
+    if timestamps {
+        CQE_STAMPED_SIZE as u32
+    } else {
+        CQE_SIZE as u32
+    }
+}
+
+pub(super) fn create(objects: &mut Objects, id: u32, new: NewCq, fds: Vec<OwnedFd>) -> Handled {
+    let NewCq {
+        cqe,
+        comp_vector,
+        user_handle,
+        channel,
+        timestamps,
+    } = new;
     let a = objects.attr();
     let (max_cqe, max_cq) = (a.max_cqe, a.max_cq as usize);
     if cqe == 0 || cqe > max_cqe {
@@ -48,7 +65,7 @@ pub(super) fn create(
         return refuse(libc::ENOMEM, "device CQ limit reached");
     }
     let (slots, granted) = cq_geometry(cqe);
-    let (ring, fd) = Ring::create("rxu-cq", CQE_SIZE as u32, slots).map_err(|e| Refused {
+    let (ring, fd) = Ring::create("rxu-cq", slot_size(timestamps), slots).map_err(|e| Refused {
         errno: libc::ENOMEM,
         msg: format!("CQ ring: {e}"),
     })?;
@@ -65,6 +82,7 @@ pub(super) fn create(
             overrun: false,
             posted: 0,
             wake: false,
+            timestamps,
         },
     )?;
     Ok(Reply::with_fds(
@@ -93,16 +111,18 @@ pub(super) fn resize(objects: &mut Objects, id: u32, h: u32, cqe: u32) -> Handle
         );
     }
     let (slots, granted) = cq_geometry(cqe);
-    let (ring, fd) = Ring::create("rxu-cq", CQE_SIZE as u32, slots).map_err(|e| Refused {
-        errno: libc::ENOMEM,
-        msg: format!("CQ ring: {e}"),
-    })?;
+    let (ring, fd) =
+        Ring::create("rxu-cq", slot_size(cq.timestamps), slots).map_err(|e| Refused {
+            errno: libc::ENOMEM,
+            msg: format!("CQ ring: {e}"),
+        })?;
     let mut new = ring.into_producer();
     // Unread entries move over, oldest first; the client switches to
     // the new ring after this reply, holding its CQ lock meanwhile.
-    let mut buf = [0u8; CQE_SIZE];
+    let mut buf = [0u8; CQE_STAMPED_SIZE];
+    let buf = &mut buf[..slot_size(cq.timestamps) as usize];
     let mut lost = 0usize;
-    let _ = cq.ring.read_unconsumed(&mut buf, |b| {
+    let _ = cq.ring.read_unconsumed(buf, |b| {
         if !matches!(new.try_push(b), Ok(true)) {
             lost += 1;
         }

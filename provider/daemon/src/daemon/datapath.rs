@@ -15,7 +15,7 @@ use transport::engine::{Endpoint, EngineError};
 use transport::qp::{QpError, QpEvent, QpState, WcOpcode, WcStatus};
 
 use crate::mem::DeviceMemory;
-use rxu_abi::proto::abi::{Cqe, CqeBytes, CQE_SIZE};
+use rxu_abi::proto::abi::{Cqe, CqeBytes, CQE_STAMPED_SIZE};
 use rxu_abi::ring::{Consumer, RingError};
 
 use super::completion::{push_own, SessionCqs};
@@ -28,6 +28,9 @@ use super::wqe::{self, BadWqe, SqLimits};
 
 /// WQEs taken from one ring per pass (fairness between queues).
 const BUDGET: usize = 64;
+/// Send batches [`Device::take_posted`] makes at most (a batch is up to 8
+/// GSO datagrams): enough for a full pass over one session's SQs.
+const FLUSH_ROUNDS: usize = 16;
 
 /// A WQE that will not run: its error completion and what follows.
 struct Bad {
@@ -40,7 +43,7 @@ struct Bad {
 }
 
 fn error_cqe(qpn: u32, b: &BadWqe) -> CqeBytes {
-    let mut e = Cqe::new_unchecked([0u8; CQE_SIZE]);
+    let mut e = Cqe::new_unchecked([0u8; CQE_STAMPED_SIZE]);
     e.set_wr_id(b.wr_id);
     e.set_status(WcStatus::LocQpOpErr as u32);
     e.set_opcode(b.opcode as u32);
@@ -386,6 +389,26 @@ impl Device {
             from = id.saturating_add(1);
             if id == u32::MAX {
                 break;
+            }
+        }
+        taken
+    }
+
+    /// Takes what session `id` posted so far and sends the packets that
+    /// made, before one of its control requests is handled: work posted
+    /// before a modify or destroy of its QP reaches the wire first, as on
+    /// an HCA (and on kernel rxe, whose ibv_post_send runs the requester).
+    /// A UD send posted just before ibv_destroy_qp (libfabric's rxd ACKs
+    /// the peer's last message and closes) is then not lost. Returns the
+    /// WQEs taken.
+    pub(super) fn take_posted(&mut self, id: u32) -> usize {
+        let taken = self.consume_session(id);
+        if taken > 0 {
+            let now = Instant::now();
+            for _ in 0..FLUSH_ROUNDS {
+                if self.transmit_packets(now) == 0 {
+                    break;
+                }
             }
         }
         taken

@@ -21,7 +21,7 @@ use super::objects::Objects;
 use super::port::Port;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::Mr;
-use super::{admin, cq, mr, mw, qp, share, srq, sys};
+use super::{admin, advise, cq, mr, mw, qp, share, srq, sys};
 
 impl Device {
     /// Handles one request of session `id` (which must exist). `fds` are
@@ -123,10 +123,10 @@ impl Device {
             return refuse(libc::EINVAL, "unexpected file descriptors");
         }
         if !admin {
-            // Work requests posted before this call are taken first, so
-            // the call sees them in program order (a modify_qp after a
-            // post_recv, a destroy after a post).
-            self.consume_session(id);
+            // Work requests posted before this call are taken (and what
+            // they send is sent) first, so the call sees them in program
+            // order (a modify_qp after a post_recv, a destroy after a post).
+            self.take_posted(id);
             self.deliver();
         }
         let (o, e, port) = (&mut self.objects, &mut self.endpoint, &self.port);
@@ -195,7 +195,19 @@ impl Device {
                 comp_vector,
                 user_handle,
                 channel,
-            } => cq::create(o, id, cqe, comp_vector, user_handle, channel, fds),
+                timestamps,
+            } => cq::create(
+                o,
+                id,
+                cq::NewCq {
+                    cqe,
+                    comp_vector,
+                    user_handle,
+                    channel,
+                    timestamps,
+                },
+                fds,
+            ),
             Request::ResizeCq { cq, cqe } => cq::resize(o, id, cq, cqe),
             Request::DestroyCq { cq } => cq::destroy(o, id, cq),
             Request::CreateSrq {
@@ -221,7 +233,7 @@ impl Device {
                 mask,
                 max_wr,
                 srq_limit,
-            } => srq::modify(o, id, srq, mask, max_wr, srq_limit),
+            } => srq::modify(o, e, id, srq, (mask, max_wr, srq_limit)),
             Request::QuerySrq { srq } => srq::query(o, id, srq),
             Request::DestroySrq { srq } => srq::destroy(o, e, id, srq),
             Request::CreateQp {
@@ -266,6 +278,12 @@ impl Device {
             Request::ImportContext => share::import_context(o, id, fds),
             Request::ImportPd { pd } => share::import_pd(o, id, pd),
             Request::ImportMr { mr } => share::import_mr(o, id, mr),
+            Request::AdviseMr {
+                pd,
+                advice,
+                flags,
+                ranges,
+            } => advise::advise_mr(o, e, id, pd, (advice, flags), &ranges),
             Request::Status => Ok(Reply::ok(self.status())),
             Request::Stats => Ok(Reply::ok(self.stats())),
             Request::Shutdown { force } => {
@@ -467,7 +485,8 @@ fn reg_mr(
             errno: e.errno(),
             msg: format!("reg_mr: {e}"),
         })?;
-    counters.mr_bytes_registered += len;
+    // Saturating: an implicit ODP region is 2^64 - 1 bytes.
+    counters.mr_bytes_registered = counters.mr_bytes_registered.saturating_add(len);
     let mr = objects.alloc_mr_handle();
     let s = objects.session_mut(id)?;
     s.mrs.insert(

@@ -15,6 +15,7 @@
 //! `port` (port 1 follows its netdev).
 
 pub mod admin;
+pub mod advise;
 pub mod cm;
 pub mod cm_join;
 pub mod completion;

@@ -213,6 +213,16 @@ pub(super) fn modify(
             drain(rq);
         }
         qp.broken = false;
+        // Nor does it complete: the client drops the completions of this
+        // QP it has not polled (as mlx5 cleans its CQ); these are the ones
+        // not yet in its ring.
+        let (scq, rcq) = (qp.send_cq, qp.recv_cq);
+        for h in [scq, rcq] {
+            if let Some(cq) = s.cqs.get_mut(&h) {
+                cq.backlog
+                    .retain(|e| abi::Cqe::new_unchecked(e).qp_num() != qpn);
+            }
+        }
     }
     Ok(Reply::ok(Response::Ok))
 }

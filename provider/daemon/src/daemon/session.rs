@@ -49,6 +49,8 @@ pub struct Cq {
     /// of those that reached the ring may be solicited (for the channel).
     pub posted: usize,
     pub wake: bool,
+    /// Entries carry their completion times (created with timestamps).
+    pub timestamps: bool,
 }
 
 pub struct Srq {

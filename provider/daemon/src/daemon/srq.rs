@@ -2,18 +2,26 @@
 //! ring is consumed by the data path like an RQ; its limit event is
 //! raised there too.
 
+use std::os::fd::OwnedFd;
+
 use transport::engine::Endpoint;
 
 use crate::mem::DeviceMemory;
 use rxu_abi::proto::abi;
 use rxu_abi::proto::Response;
-use rxu_abi::ring::Ring;
+use rxu_abi::ring::{Ring, RingError};
 
 use super::objects::Objects;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::Srq;
 
 use transport::verbs::srq_attr_mask::{LIMIT as SRQ_LIMIT, MAX_WR as SRQ_MAX_WR};
+
+/// Slots of an SRQ ring for `max_wr` receives (a power of two, one more
+/// than max_wr at least).
+fn srq_slots(max_wr: u32) -> u32 {
+    max_wr.saturating_add(1).next_power_of_two()
+}
 
 /// The fields of a CreateSrq request.
 #[derive(Clone, Copy, Debug)]
@@ -60,9 +68,8 @@ pub(super) fn create(
     if n >= lim_srq {
         return refuse(libc::ENOMEM, "device SRQ limit reached");
     }
-    let slots = max_wr.saturating_add(1).next_power_of_two();
-    let (ring, fd) =
-        Ring::create("rxu-srq", abi::recv_slot_size(max_sge), slots).map_err(|e| Refused {
+    let (ring, fd) = Ring::create("rxu-srq", abi::recv_slot_size(max_sge), srq_slots(max_wr))
+        .map_err(|e| Refused {
             errno: libc::ENOMEM,
             msg: format!("SRQ ring: {e}"),
         })?;
@@ -92,14 +99,17 @@ pub(super) fn create(
     ))
 }
 
+/// `ibv_modify_srq`, with the kernel rxe's checks in its order (all
+/// against the SRQ as it is before this call). With MAX_WR the reply is
+/// `Srq` carrying the new ring's fd, otherwise `Ok`.
 pub(super) fn modify(
     objects: &mut Objects,
+    endpoint: &mut Endpoint<DeviceMemory>,
     id: u32,
     h: u32,
-    mask: u32,
-    _max_wr: u32,
-    limit: u32,
+    (mask, max_wr, limit): (u32, u32, u32),
 ) -> Handled {
+    let lim_wr = objects.attr().max_srq_wr;
     let s = objects.session_mut(id)?;
     let Some(srq) = s.srqs.get_mut(&h) else {
         return refuse(libc::EINVAL, format!("no SRQ {h}"));
@@ -107,18 +117,101 @@ pub(super) fn modify(
     if mask & !(SRQ_MAX_WR | SRQ_LIMIT) != 0 {
         return refuse(libc::EINVAL, "unknown SRQ attribute mask bits");
     }
-    if mask & SRQ_MAX_WR != 0 {
-        // Like mlx5: no IBV_DEVICE_SRQ_RESIZE.
-        return refuse(libc::EINVAL, "resizing an SRQ is not supported");
+    if srq.broken {
+        return refuse(libc::EINVAL, "the SRQ is in the error state");
     }
-    if mask & SRQ_LIMIT != 0 {
-        if limit > srq.max_wr {
-            return refuse(libc::EINVAL, "srq_limit above max_wr");
+    if mask & SRQ_MAX_WR != 0 {
+        if max_wr == 0 || max_wr > lim_wr {
+            return refuse(libc::EINVAL, format!("max_wr {max_wr} not in 1..={lim_wr}"));
         }
+        if srq.limit != 0 && max_wr < srq.limit {
+            return refuse(libc::EINVAL, "max_wr below the armed srq_limit");
+        }
+    }
+    if mask & SRQ_LIMIT != 0 && limit > srq.max_wr {
+        return refuse(libc::EINVAL, "srq_limit above max_wr");
+    }
+    let fd = if mask & SRQ_MAX_WR != 0 {
+        Some(resize(endpoint, srq, max_wr)?)
+    } else {
+        None
+    };
+    if mask & SRQ_LIMIT != 0 {
         // Arms (or, with 0, disarms) the limit event.
         srq.limit = limit;
     }
-    Ok(Reply::ok(Response::Ok))
+    Ok(match fd {
+        Some(fd) => Reply::with_fds(
+            Response::Srq {
+                srq: h,
+                max_wr: srq.max_wr,
+                max_sge: srq.max_sge,
+                srq_limit: srq.limit,
+            },
+            vec![fd],
+        ),
+        None => Reply::ok(Response::Ok),
+    })
+}
+
+/// Moves the SRQ to a ring for `max_wr` receives, as rxe's queue resize:
+/// the receives posted and not yet taken by a message (the ring's unread
+/// slots and the endpoint's queue) stay, in order; fewer than they need
+/// is EINVAL. The client holds its SRQ lock until it has the new ring, so
+/// nothing is posted to the old one meanwhile; the old ring's unread slots
+/// are copied as they are (the data path checks them when it takes them).
+fn resize(
+    endpoint: &mut Endpoint<DeviceMemory>,
+    srq: &mut Srq,
+    max_wr: u32,
+) -> Result<OwnedFd, Refused> {
+    let unread = srq.ring.len().map_err(|e| {
+        srq.broken = true;
+        Refused {
+            errno: libc::EINVAL,
+            msg: format!("SRQ ring unusable: {e}"),
+        }
+    })?;
+    let in_use = endpoint.srq_len(srq.id).unwrap_or(0) + unread as usize;
+    if (max_wr as usize) < in_use {
+        return refuse(
+            libc::EINVAL,
+            format!("{in_use} receives posted, more than {max_wr}"),
+        );
+    }
+    let nomem = |e: RingError| Refused {
+        errno: libc::ENOMEM,
+        msg: format!("SRQ ring: {e}"),
+    };
+    let slot = srq.ring.slot_size();
+    let (ring, fd) = Ring::create("rxu-srq", slot as u32, srq_slots(max_wr)).map_err(nomem)?;
+    // Filled through a producer of our own before the client attaches
+    // its producer (which starts at the index this one leaves).
+    let mut fill = Ring::attach(&fd).map_err(nomem)?.into_producer();
+    let mut buf = vec![0u8; slot];
+    let mut lost = 0u32;
+    let copied = srq
+        .ring
+        .read_unconsumed(&mut buf, |b| {
+            if !matches!(fill.try_push(b), Ok(true)) {
+                lost += 1;
+            }
+        })
+        .map_err(|e| Refused {
+            errno: libc::EINVAL,
+            msg: format!("SRQ ring unusable: {e}"),
+        })?;
+    if lost != 0 || copied != unread {
+        // The client moved its index while holding its lock: its own loss.
+        return refuse(libc::EINVAL, "the SRQ ring changed during the resize");
+    }
+    endpoint.resize_srq(srq.id, max_wr).map_err(|e| Refused {
+        errno: libc::EINVAL,
+        msg: e.to_string(),
+    })?;
+    srq.ring = ring.into_consumer();
+    srq.max_wr = max_wr;
+    Ok(fd)
 }
 
 /// Replies with the SRQ's attributes (no fd: the ring is unchanged).

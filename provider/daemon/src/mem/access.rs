@@ -2,9 +2,12 @@
 
 pub use transport::verbs::access::*;
 
-/// Flags rxu honours. ON_DEMAND is refused: the device reports no ODP
-/// capabilities, so asking for it is an error, as on rxe without ODP.
-const KNOWN: u32 = LOCAL_WRITE
+/// Flags rxu honours. ON_DEMAND marks an on-demand-paging region: rxud
+/// reaches every region on demand anyway (nothing is pinned), so it only
+/// skips the check that the range is mapped at registration
+/// (`crate::mem`).
+const KNOWN: u32 = ON_DEMAND
+    | LOCAL_WRITE
     | REMOTE_WRITE
     | REMOTE_READ
     | REMOTE_ATOMIC
@@ -20,9 +23,6 @@ pub const WRITABLE: u32 = LOCAL_WRITE | REMOTE_WRITE | REMOTE_ATOMIC | MW_BIND;
 /// Validates registration flags; returns them without the optional hints.
 pub fn check(access: u32) -> Result<u32, &'static str> {
     let access = access & !OPTIONAL_RANGE;
-    if access & ON_DEMAND != 0 {
-        return Err("IBV_ACCESS_ON_DEMAND is not supported");
-    }
     if access & !KNOWN != 0 {
         return Err("unknown access flags");
     }
@@ -50,7 +50,7 @@ mod tests {
             Ok(all),
             "relaxed ordering is a hint"
         );
-        assert!(check(ON_DEMAND).is_err());
+        assert_eq!(check(ON_DEMAND | LOCAL_WRITE), Ok(ON_DEMAND | LOCAL_WRITE));
         assert!(check(1 << 12).is_err());
         assert!(check(1 << 31).is_err());
     }

@@ -17,7 +17,15 @@
 //! (rkeys) by its iova (`va - iova + addr`).
 //!
 //! Like ODP rather than pinned memory, an access reaches whatever the
-//! client has mapped at that address at the time of the access.
+//! client has mapped at that address at the time of the access: a
+//! registration pins nothing. So IBV_ACCESS_ON_DEMAND regions are ordinary
+//! regions that skip the registration-time check that the range is
+//! mapped (a kernel ODP registration does not fault pages in either), and
+//! the implicit ODP region (`ibv_reg_mr(pd, NULL, SIZE_MAX, ON_DEMAND)`)
+//! is the region [0, 2^64 - 1) of the client's address space. An access
+//! to memory that is not mapped then is an access error (a NAK with
+//! "remote access error" to a peer, an error completion locally), never
+//! a fault in rxud. `ibv_advise_mr` is in `advise.rs`.
 //!
 //! Memory windows (`mw.rs` keeps the table, the transport's
 //! `qp::window` makes the verdicts) share the rkey space: a window's key
@@ -32,6 +40,7 @@
 //! client's CPU, and they operate on host-order 64-bit words.
 
 pub mod access;
+pub mod advise;
 mod bounds;
 mod keys;
 mod latency;
@@ -55,6 +64,9 @@ use keys::{KeyMap, KeySource};
 use latency::Reservoir;
 use mapcheck::MapSource;
 use mw::Windows;
+
+/// The page size ranges are rounded to (x86-64's base page).
+const PAGE: u64 = 4096;
 
 /// Keys of a registered region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -230,9 +242,20 @@ impl DeviceMemory {
         if self.mrs.len() >= MAX_MR as usize {
             return Err(RegError::NoResources("too many memory regions"));
         }
-        let writable = access & access::WRITABLE != 0;
-        mapcheck::check_mapped(&c.mem, &c.maps, addr, len, writable)
-            .map_err(|_| RegError::Fault)?;
+        if access & access::ON_DEMAND != 0 {
+            // Implicit ODP: the whole address space, at iova 0 (as mlx5).
+            if addr == 0 && len == u64::MAX && iova != 0 {
+                return Err(RegError::Invalid("implicit ODP region with a nonzero iova"));
+            }
+        } else {
+            // As ib_umem_get: the page-aligned end must not wrap.
+            if (addr + len).checked_next_multiple_of(PAGE).is_none() {
+                return Err(RegError::Invalid("address range wraps around"));
+            }
+            let writable = access & access::WRITABLE != 0;
+            mapcheck::check_mapped(&c.mem, &c.maps, addr, len, writable)
+                .map_err(|_| RegError::Fault)?;
+        }
         let mem = Arc::clone(&c.mem);
         let key = self.fresh_key()?;
         let info = MrInfo {
@@ -340,7 +363,11 @@ impl DeviceMemory {
             }
             None => (m.info.addr, m.info.len, m.info.iova),
         };
-        if range.is_some() || access & access::WRITABLE & !m.info.access != 0 {
+        // An on-demand region is not checked (as at registration); a
+        // region that stops being one is, like a new range or new writes.
+        let was_odp = m.info.access & access::ON_DEMAND != 0;
+        let check = range.is_some() || was_odp || access & access::WRITABLE & !m.info.access != 0;
+        if access & access::ON_DEMAND == 0 && check {
             let writable = access & access::WRITABLE != 0;
             mapcheck::check_mapped(&c.mem, &c.maps, addr, len, writable)
                 .map_err(|_| RegError::Fault)?;

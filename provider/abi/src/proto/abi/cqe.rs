@@ -1,9 +1,13 @@
-//! The completion queue entry: 64 bytes.
+//! The completion queue entry: 64 bytes, or 80 with the two completion
+//! timestamps of a CQ created with them.
 
-use super::{get, get_u16, get_u32, get_u64, put, too_small, SlotError, CQE_SIZE};
+use super::{
+    get, get_u16, get_u32, get_u64, put, too_small, SlotError, CQE_SIZE, CQE_STAMPED_SIZE,
+};
 
-/// The bytes of one CQE, as the daemon queues them while a ring is full.
-pub type CqeBytes = [u8; CQE_SIZE];
+/// The bytes of one CQE as the daemon builds and queues it (room for the
+/// timestamps; a CQ without them gets the first [`CQE_SIZE`] bytes).
+pub type CqeBytes = [u8; CQE_STAMPED_SIZE];
 
 /// A completion queue entry (64 bytes).
 #[derive(Clone, Copy, Debug)]
@@ -32,6 +36,11 @@ pub mod cqe_field {
     pub const DLID_PATH_BITS: usize = 45;
     /// UD: the sender's GID.
     pub const SRC_GID: Field = 48..64;
+    /// Completion time in ns of CLOCK_MONOTONIC, the device's "HCA clock"
+    /// (stamped entries only).
+    pub const COMPLETION_TS: Field = 64..72;
+    /// Completion time in ns of CLOCK_REALTIME (stamped entries only).
+    pub const COMPLETION_WALLCLOCK: Field = 72..80;
 }
 
 impl<T: AsRef<[u8]>> Cqe<T> {
@@ -96,6 +105,22 @@ impl<T: AsRef<[u8]>> Cqe<T> {
     pub fn src_gid(&self) -> [u8; 16] {
         get(self.b(), cqe_field::SRC_GID)
     }
+    /// The HCA-clock timestamp; 0 for an entry without timestamps (a
+    /// buffer shorter than [`CQE_STAMPED_SIZE`]).
+    pub fn completion_ts(&self) -> u64 {
+        self.stamp(cqe_field::COMPLETION_TS)
+    }
+    /// The wall-clock timestamp; 0 for an entry without timestamps.
+    pub fn completion_wallclock_ns(&self) -> u64 {
+        self.stamp(cqe_field::COMPLETION_WALLCLOCK)
+    }
+    fn stamp(&self, f: super::Field) -> u64 {
+        if self.b().len() < CQE_STAMPED_SIZE {
+            0
+        } else {
+            get_u64(self.b(), f)
+        }
+    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Cqe<T> {
@@ -103,9 +128,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Cqe<T> {
         self.buffer.as_mut()
     }
 
-    /// Zeroes the entry.
+    /// Zeroes the entry (with its timestamps, if the buffer has them).
     pub fn clear(&mut self) {
-        self.m()[..CQE_SIZE].fill(0);
+        let n = self.m().len().min(CQE_STAMPED_SIZE);
+        self.m()[..n].fill(0);
     }
     pub fn set_wr_id(&mut self, v: u64) {
         put(self.m(), cqe_field::WR_ID, &v.to_le_bytes());
@@ -148,5 +174,15 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Cqe<T> {
     }
     pub fn set_src_gid(&mut self, v: &[u8; 16]) {
         put(self.m(), cqe_field::SRC_GID, v);
+    }
+    /// Sets both timestamps; panics on a buffer shorter than
+    /// [`CQE_STAMPED_SIZE`] (the daemon's own [`CqeBytes`] are long enough).
+    pub fn set_completion_stamps(&mut self, ts: u64, wallclock_ns: u64) {
+        put(self.m(), cqe_field::COMPLETION_TS, &ts.to_le_bytes());
+        put(
+            self.m(),
+            cqe_field::COMPLETION_WALLCLOCK,
+            &wallclock_ns.to_le_bytes(),
+        );
     }
 }

@@ -37,6 +37,11 @@
 //!  32 u32 src_qp   36 u32 wc_flags   40 u16 pkey_index   42 u16 slid
 //!  44 u8 sl   45 u8 dlid_path_bits   46 u16 reserved
 //!  48 [16] source GID (UD)
+//!
+//! stamped CQE (80 bytes; CQs created with completion timestamps)
+//!   0..64 the CQE above
+//!  64 u64 completion time, CLOCK_MONOTONIC ns (the "HCA clock")
+//!  72 u64 completion time, CLOCK_REALTIME ns (wall clock)
 //! ```
 
 use std::ops::Range;
@@ -57,6 +62,9 @@ pub const SEND_HDR: usize = 96;
 pub const RECV_HDR: usize = 16;
 pub const SGE_SIZE: usize = 16;
 pub const CQE_SIZE: usize = 64;
+/// A CQE with its two completion timestamps (the slot size of a CQ
+/// created with timestamps).
+pub const CQE_STAMPED_SIZE: usize = 80;
 
 /// Slot size for a send queue with these limits (multiple of 64).
 pub const fn send_slot_size(max_sge: u32, max_inline: u32) -> u32 {

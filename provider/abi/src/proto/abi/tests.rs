@@ -199,6 +199,26 @@ fn cqe_round_trip() {
 }
 
 #[test]
+fn cqe_stamps() {
+    let mut b = [0u8; CQE_STAMPED_SIZE];
+    let mut c = Cqe::new_unchecked(&mut b);
+    c.set_wr_id(9);
+    c.set_completion_stamps(0x0102_0304_0506_0708, 0x1112_1314_1516_1718);
+    assert_eq!(&b[64..72], &0x0102_0304_0506_0708u64.to_le_bytes());
+    assert_eq!(&b[72..80], &0x1112_1314_1516_1718u64.to_le_bytes());
+    let c = Cqe::new_checked(&b[..]).unwrap();
+    assert_eq!((c.wr_id(), c.completion_ts()), (9, 0x0102_0304_0506_0708));
+    assert_eq!(c.completion_wallclock_ns(), 0x1112_1314_1516_1718);
+    // The first 64 bytes alone: an entry of a CQ without timestamps.
+    let short = Cqe::new_checked(&b[..CQE_SIZE]).unwrap();
+    assert_eq!((short.wr_id(), short.completion_ts()), (9, 0));
+    assert_eq!(short.completion_wallclock_ns(), 0);
+    let mut c = Cqe::new_unchecked(&mut b);
+    c.clear();
+    assert_eq!(b, [0u8; CQE_STAMPED_SIZE]);
+}
+
+#[test]
 fn slot_sizes() {
     assert_eq!(send_slot_size(1, 0), 128);
     assert_eq!(send_slot_size(4, 220), 320);

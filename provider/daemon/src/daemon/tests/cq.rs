@@ -3,14 +3,59 @@
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use super::spec::{RecvSpec, SendSpec};
+use crate::daemon::device::Device;
 use crate::daemon::session::event;
 use crate::verbs::mask;
+use rxu_abi::proto::abi::Cqe;
 use rxu_abi::proto::{QpAttr, QpType, Request, Response};
 use rxu_abi::ring::Ring;
 use rxu_testkit::seqpacket_pair;
 use transport::verbs::WrOpcode;
 
 use super::harness::*;
+
+#[test]
+fn cq_with_timestamps_stamps_each_entry_when_made_and_keeps_them_over_resize() {
+    let mut dev = device(50);
+    let c = hello(&mut dev);
+    let pd = alloc_pd(&mut dev, c.id);
+    let (plain, mut plain_ring) = create_cq(&mut dev, c.id, 4);
+    let (cq, ring) = create_cq_with(&mut dev, c.id, 4, true);
+    assert_eq!((plain_ring.slot_size(), ring.slot_size()), (64, 80));
+    let mut qp = create_qp(&mut dev, c.id, pd, cq, QpType::Rc);
+    let mut qp2 = create_qp(&mut dev, c.id, pd, plain, QpType::Rc);
+    let (m0, w0) = rxu_abi::clock::completion_stamps();
+    // Error completions (posts in RESET): one to each CQ.
+    for q in [&mut qp, &mut qp2] {
+        post_send(
+            q,
+            &SendSpec {
+                wr_id: 5,
+                opcode: WrOpcode::SEND,
+                ..Default::default()
+            },
+        );
+    }
+    dev.consume();
+    let (m1, w1) = rxu_abi::clock::completion_stamps();
+    let p = pop_cqe(&mut plain_ring).unwrap();
+    assert_eq!(
+        (p.wr_id, p.completion_ts, p.completion_wallclock_ns),
+        (5, 0, 0)
+    );
+    let (resp, fds) = ok(call(&mut dev, c.id, Request::ResizeCq { cq, cqe: 60 }));
+    assert_eq!(resp, Response::Cq { cq, cqe: 63 });
+    let mut new = Ring::attach(&fds[0]).unwrap().into_consumer();
+    assert_eq!(new.slot_size(), 80, "a resized CQ keeps its timestamps");
+    let e = pop_cqe(&mut new).unwrap();
+    assert_eq!(e.wr_id, 5);
+    assert!(
+        (m0..=m1).contains(&e.completion_ts),
+        "{m0} {} {m1}",
+        e.completion_ts
+    );
+    assert!((w0..=w1).contains(&e.completion_wallclock_ns));
+}
 
 #[test]
 fn cq_resize_keeps_unread_entries_and_overrun_raises_cq_err() {
@@ -94,6 +139,7 @@ fn armed_cq_notifies_its_channel_once() {
             comp_vector: 0,
             user_handle: 0xabc,
             channel: true,
+            timestamps: false,
         },
         vec![ch_wr],
     );
@@ -144,8 +190,80 @@ fn armed_cq_notifies_its_channel_once() {
             comp_vector: 0,
             user_handle: 1,
             channel: true,
+            timestamps: false,
         },
         vec![file],
     );
     assert_eq!(errno(r), libc::EINVAL);
+}
+
+/// A QP moved to RESET: its completions still waiting for room in the CQ
+/// ring are dropped (the client drops those in the ring), another QP's
+/// stay.
+#[test]
+fn reset_drops_the_qps_completions_from_the_backlog() {
+    let mut dev = device(12);
+    let c = hello(&mut dev);
+    let pd = alloc_pd(&mut dev, c.id);
+    // One entry: a ring of 2 slots, the rest waits in the backlog.
+    let (cq, mut ring) = create_cq(&mut dev, c.id, 1);
+    let mut q1 = create_qp(&mut dev, c.id, pd, cq, QpType::Rc);
+    let mut q2 = create_qp(&mut dev, c.id, pd, cq, QpType::Rc);
+    let to = |dev: &mut Device, qpn, st: u8| {
+        let attr = QpAttr {
+            qp_state: st,
+            ..QpAttr::default()
+        };
+        ok(call(
+            dev,
+            c.id,
+            Request::ModifyQp {
+                qp: qpn,
+                mask: mask::STATE,
+                attr,
+            },
+        ));
+    };
+    connect_rc(&mut dev, c.id, q1.qpn, 0x55, addr(12));
+    connect_rc(&mut dev, c.id, q2.qpn, 0x56, addr(12));
+    let post = |dev: &mut Device, qp: &mut TestQp, base: u64| {
+        let rq = qp.rq.as_mut().unwrap();
+        let mut slot = vec![0u8; rq.slot_size()];
+        for i in 0..2 {
+            RecvSpec {
+                wr_id: base + i,
+                sges: vec![],
+            }
+            .write(&mut slot);
+            assert!(rq.try_push(&slot).unwrap());
+        }
+        dev.consume();
+    };
+    // Receives wait in RTS; ERR flushes them all at once.
+    post(&mut dev, &mut q1, 100);
+    post(&mut dev, &mut q2, 200);
+    post(&mut dev, &mut q1, 300);
+    to(&mut dev, q1.qpn, 6);
+    to(&mut dev, q2.qpn, 6);
+    dev.deliver();
+    let backlog = |dev: &Device| -> Vec<u64> {
+        let s = dev.objects.session(c.id).unwrap();
+        s.cqs[&cq]
+            .backlog
+            .iter()
+            .map(|e| Cqe::new_unchecked(e).wr_id())
+            .collect()
+    };
+    assert_eq!(backlog(&dev), [300, 301, 200, 201]);
+    to(&mut dev, q1.qpn, 0);
+    assert_eq!(backlog(&dev), [200, 201]);
+    let ids: Vec<u64> = std::iter::from_fn(|| pop_cqe(&mut ring))
+        .map(|w| w.wr_id)
+        .collect();
+    assert_eq!(ids, [100, 101], "the ring is the client's to clean");
+    dev.deliver();
+    let ids: Vec<u64> = std::iter::from_fn(|| pop_cqe(&mut ring))
+        .map(|w| w.wr_id)
+        .collect();
+    assert_eq!(ids, [200, 201]);
 }

@@ -282,3 +282,87 @@ fn ud_receives_posted_before_the_burst_all_land() {
         assert!(dst[i * 512 + 40..i * 512 + 296].iter().all(|&x| x == 0x5a));
     }
 }
+
+/// A UD SEND posted just before ibv_destroy_qp still leaves: the destroy
+/// request is handled only after what the client posted before it was
+/// taken and sent (as on an HCA, and on kernel rxe, whose post_send runs
+/// the requester). libfabric's rxd ACKs the peer's last message and
+/// closes its endpoint at once; a lost ACK left the peer retransmitting
+/// its last message to nobody, forever.
+#[test]
+fn a_ud_send_posted_right_before_destroy_qp_still_leaves() {
+    let mut tx = device(10);
+    let mut rx = device(11);
+    let ct = hello(&mut tx);
+    let cr = hello(&mut rx);
+    let src = vec![0xa5u8; 64];
+    let dst = vec![0u8; 512];
+    let reg = |dev: &mut Device, id: u32, pd: u32, b: &[u8]| match ok(call(
+        dev,
+        id,
+        Request::RegMr {
+            pd,
+            addr: b.as_ptr() as u64,
+            len: b.len() as u64,
+            iova: b.as_ptr() as u64,
+            access: access::LOCAL_WRITE,
+        },
+    ))
+    .0
+    {
+        Response::Mr { lkey, .. } => lkey,
+        r => panic!("{r:?}"),
+    };
+    let tpd = alloc_pd(&mut tx, ct.id);
+    let rpd = alloc_pd(&mut rx, cr.id);
+    let skey = reg(&mut tx, ct.id, tpd, &src);
+    let dkey = reg(&mut rx, cr.id, rpd, &dst);
+    let (tcq, _tring) = create_cq(&mut tx, ct.id, 8);
+    let (rcq, mut rring) = create_cq(&mut rx, cr.id, 8);
+    let mut a = create_qp(&mut tx, ct.id, tpd, tcq, QpType::Ud);
+    let mut b = create_qp(&mut rx, cr.id, rpd, rcq, QpType::Ud);
+    ud_to_rts(&mut tx, ct.id, a.qpn);
+    ud_to_rts(&mut rx, cr.id, b.qpn);
+    let rq = b.rq.as_mut().unwrap();
+    let mut slot = vec![0u8; rq.slot_size()];
+    RecvSpec {
+        wr_id: 9,
+        sges: vec![Sge {
+            addr: dst.as_ptr() as u64,
+            length: 512,
+            lkey: dkey,
+        }],
+    }
+    .write(&mut slot);
+    assert!(rq.try_push(&slot).unwrap());
+    post_send(
+        &mut a,
+        &SendSpec {
+            wr_id: 1,
+            opcode: WrOpcode::SEND,
+            ud_qpn: b.qpn,
+            ud_qkey: 0x1111_1111,
+            ud_gid: verbs::gid_of(addr(11)),
+            sges: vec![Sge {
+                addr: src.as_ptr() as u64,
+                length: 64,
+                lkey: skey,
+            }],
+            ..Default::default()
+        },
+    );
+    // No turn of the sender's loop between the post and the destroy.
+    ok(call(&mut tx, ct.id, Request::DestroyQp { qp: a.qpn }));
+    let mut got = Vec::new();
+    assert!(
+        pump(&mut rx, |_| {
+            while let Some(e) = pop_cqe(&mut rring) {
+                got.push((e.wr_id, e.status, e.byte_len));
+            }
+            !got.is_empty()
+        }),
+        "the SEND posted before the destroy never arrived"
+    );
+    assert_eq!(got, vec![(9, 0, 40 + 64)]);
+    assert!(dst[40..104].iter().all(|&x| x == 0xa5));
+}

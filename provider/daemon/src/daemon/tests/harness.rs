@@ -15,7 +15,7 @@ use crate::daemon::device::Device;
 use crate::daemon::reply::Reply;
 use crate::daemon::setup::{self, Config};
 use crate::verbs::{self, mask};
-use rxu_abi::proto::abi::{Cqe, CQE_SIZE};
+use rxu_abi::proto::abi::{Cqe, CQE_STAMPED_SIZE};
 use rxu_abi::proto::{AhAttr, QpAttr, QpCap, QpType, Request, Response, PROTO_VERSION};
 use rxu_abi::ring::{Consumer, Doorbell, Producer, Ring};
 use rxu_client::Wc;
@@ -97,6 +97,16 @@ pub(super) fn alloc_pd(dev: &mut Device, id: u32) -> u32 {
 }
 
 pub(super) fn create_cq(dev: &mut Device, id: u32, cqe: u32) -> (u32, Consumer) {
+    create_cq_with(dev, id, cqe, false)
+}
+
+/// A CQ with or without completion timestamps.
+pub(super) fn create_cq_with(
+    dev: &mut Device,
+    id: u32,
+    cqe: u32,
+    timestamps: bool,
+) -> (u32, Consumer) {
     match ok(call(
         dev,
         id,
@@ -105,6 +115,7 @@ pub(super) fn create_cq(dev: &mut Device, id: u32, cqe: u32) -> (u32, Consumer) 
             comp_vector: 0,
             user_handle: 0xc0 + u64::from(cqe),
             channel: false,
+            timestamps,
         },
     )) {
         (Response::Cq { cq, .. }, fds) => (cq, Ring::attach(&fds[0]).unwrap().into_consumer()),
@@ -227,10 +238,11 @@ pub(super) fn pump(dev: &mut Device, mut done: impl FnMut(&mut Device) -> bool) 
 
 /// The next CQE, read through the view (as the client library reads it).
 pub(super) fn pop_cqe(cq: &mut Consumer) -> Option<Wc> {
-    let mut b = [0u8; CQE_SIZE];
-    cq.try_pop(&mut b)
+    let mut b = [0u8; CQE_STAMPED_SIZE];
+    let n = cq.slot_size().min(CQE_STAMPED_SIZE);
+    cq.try_pop(&mut b[..n])
         .unwrap()
-        .then(|| Wc::from_cqe(&Cqe::new_unchecked(&b)))
+        .then(|| Wc::from_cqe(&Cqe::new_unchecked(&b[..n])))
 }
 
 /// Async event records waiting on the client's socket.
