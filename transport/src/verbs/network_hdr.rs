@@ -7,10 +7,11 @@
 //! kernel consumers); `struct ibv_wc` has no such field, and ConnectX
 //! reports it in the 4-bit `sl` instead: bit 3 set for a frame with a UDP
 //! header (RoCEv2), bits 0..3 the L3 header, 1 for IPv6 and 2 for IPv4.
-//! UCX reads it there (`uct_ud_iface_check_grh`, 1.11 through 1.17) to
-//! know where the destination address sits in the 40-byte GRH area: with
-//! rxe's `sl` of 0 it takes an IPv4 packet for a RoCEv1 one, finds no GID
-//! of its own in bytes 24..40 and drops every UD packet.
+//! UCX reads it there (`uct_ud_iface_check_grh`, 1.11 through 1.18; 1.19
+//! looks at the GRH bytes of non-Mellanox devices instead) to know where
+//! the destination address sits in the 40-byte GRH area: with rxe's `sl`
+//! of 0 it takes an IPv4 packet for a RoCEv1 one, finds no GID of its own
+//! in bytes 24..40 and drops every UD packet.
 
 /// The L3 header of a received RoCEv2 packet (the kernel's
 /// `enum rdma_network_type`, its RoCEv2 values).
