@@ -314,7 +314,7 @@ fn rereg_mr() {
 }
 
 /// A UD receive as an application sees it, against what kernel rxe fills
-/// in: every field of the receive and send completions (ibv_poll_cq and
+/// in (but sl, which says IPv4 or IPv6 as ConnectX's does): every field of the receive and send completions (ibv_poll_cq and
 /// ibv_wc_read_*), the network header bytes in front of the payload, over
 /// an IPv4 GID and an IPv6 one; an AH flow label of 0xFFFFFFFF; and the
 /// receive queue full at cap.max_recv_wr (tests/c/ud_wc_grh.c).

@@ -9,6 +9,7 @@ use std::time::Duration;
 use rxu_client::*;
 use rxu_testkit::verbs::*;
 use rxu_testkit::Daemon;
+use transport::verbs::NetworkHdr;
 
 fn daemon(n: u8) -> Daemon {
     Daemon::start(&format!("rxuc{n}"), Ipv4Addr::new(127, 0, 0, 110 + n))
@@ -163,11 +164,16 @@ fn ud_send_and_reply_through_ah_from_wc() {
         .ud(&ah, p.b.qpn(), qkey)
         .signaled()])
         .unwrap();
-    expect_ok(&p.cq_a, WcOpcode::Send);
+    assert_eq!(expect_ok(&p.cq_a, WcOpcode::Send).sl, 0, "a send's sl");
     let wc = expect_ok(&p.cq_b, WcOpcode::Recv);
     assert_eq!(wc.byte_len, 40 + 512, "GRH area + payload");
     assert_eq!(wc.src_qp, p.a.qpn());
     assert_ne!(wc.wc_flags & wc_flags::GRH, 0);
+    assert_eq!(
+        wc.sl,
+        NetworkHdr::Ipv4.wc_sl(),
+        "sl: RoCEv2 over IPv4, as ConnectX reports it (UCX reads it)"
+    );
     let mut got = vec![0u8; 512];
     bb.read(40, &mut got).unwrap();
     assert_eq!(got, data);
