@@ -48,6 +48,10 @@ enum Command {
         /// UDP port for RoCEv2.
         #[arg(long, default_value_t = cli::up::ROCE_PORT)]
         port: u16,
+        /// Serve only this user (and root). Without it a device root
+        /// brings up serves every user, as the kernel's uverbs nodes do.
+        #[arg(long)]
+        owner_only: bool,
     },
     /// Stop a device's daemon and remove its device node. Refused while
     /// programs have it open, unless --force.
@@ -118,11 +122,13 @@ fn main() -> ExitCode {
             addr,
             name,
             port,
+            owner_only,
         } => up_cmd(&UpOpts {
             name,
             netdev,
             addr,
             port,
+            owner_only,
         }),
         Command::Down { name, force, all } => {
             report("down", cli::down::run(&DownOpts { name, force, all }))
