@@ -8,7 +8,8 @@
  *   mpi_check figures   ping-pong latency of 8 B (median of 5 runs of
  *                       10000) and 1 MiB one-way bandwidth (median of 5
  *                       runs of 200), from rank 0.
- * Built by scripts/middleware/openmpi with mpicc.
+ * Built by scripts/middleware/openmpi and scripts/middleware/mpich (mpirun.py)
+ * with their mpicc.
  */
 #include <mpi.h>
 #include <stdint.h>

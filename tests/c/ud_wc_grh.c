@@ -3,9 +3,11 @@
  * fills it (rxe_resp.c do_complete and execute, rxe_comp.c make_send_cqe):
  *  - struct ibv_wc of the receive: opcode RECV, byte_len = 40 + payload,
  *    wc_flags exactly IBV_WC_GRH | IBV_WC_WITH_IMM, src_qp, qp_num, the
- *    immediate, and pkey_index, slid, sl, dlid_path_bits, vendor_err all 0
- *    (rxe reports sl 0: no network header type in it); the same through
- *    ibv_wc_read_* of an extended CQ;
+ *    immediate, and pkey_index, slid, dlid_path_bits, vendor_err all 0;
+ *    sl is where rxu departs from rxe (which reports 0): the RoCE packet
+ *    type as ConnectX reports it, 0xA for IPv4 and 0x9 for IPv6 (UDP bit,
+ *    L3 type), which UCX reads to find the address in the GRH area; the
+ *    same through ibv_wc_read_* of an extended CQ;
  *  - the sender's completion: opcode SEND, byte_len, wc_flags WITH_IMM;
  *  - the 40 bytes in front of the payload: for IPv4 20 zero bytes, then the
  *    IPv4 header (version 4, IHL 5, TOS 0, total length, DF, TTL 64, UDP,
@@ -153,7 +155,8 @@ static void check_send_wc(const char *how, struct ibv_wc w, struct side *a, uint
 	      w.qp_num, w.wc_flags, LEN);
 }
 
-static void check_recv_wc(const char *how, struct ibv_wc w, struct side *a, struct side *b, int i)
+static void check_recv_wc(const char *how, struct ibv_wc w, struct side *a, struct side *b, int i,
+			  uint8_t sl)
 {
 	CHECK(w.status == IBV_WC_SUCCESS, "%s: receive status %s", how, ibv_wc_status_str(w.status));
 	CHECK(w.wr_id == (uint64_t)(100 + i), "%s: wr_id %llu", how, (unsigned long long)w.wr_id);
@@ -166,9 +169,10 @@ static void check_recv_wc(const char *how, struct ibv_wc w, struct side *a, stru
 	      a->qp->qp_num);
 	CHECK(w.wc_flags == (IBV_WC_GRH | IBV_WC_WITH_IMM),
 	      "%s: wc_flags %#x, expected GRH | WITH_IMM", how, w.wc_flags);
-	CHECK(w.pkey_index == 0 && w.slid == 0 && w.sl == 0 && w.dlid_path_bits == 0,
-	      "%s: pkey_index %u slid %u sl %u dlid_path_bits %u, rxe reports 0 each", how,
-	      w.pkey_index, w.slid, w.sl, w.dlid_path_bits);
+	CHECK(w.pkey_index == 0 && w.slid == 0 && w.dlid_path_bits == 0,
+	      "%s: pkey_index %u slid %u dlid_path_bits %u, rxe reports 0 each", how,
+	      w.pkey_index, w.slid, w.dlid_path_bits);
+	CHECK(w.sl == sl, "%s: sl %#x, expected the RoCE packet type %#x", how, w.sl, sl);
 }
 
 static uint16_t be16at(const unsigned char *p) { return (uint16_t)(p[0] << 8 | p[1]); }
@@ -265,7 +269,7 @@ int main(int argc, char **argv)
 		struct ibv_wc s = i ? poll_one_ex(&a) : poll_one(&a);
 		check_send_wc(how, s, &a, i);
 		struct ibv_wc w = i ? poll_one_ex(&b) : poll_one(&b);
-		check_recv_wc(how, w, &a, &b, i);
+		check_recv_wc(how, w, &a, &b, i, memcmp(gid.raw, v4_prefix, 12) ? 0x9 : 0xA);
 		check_grh(b.buf + i * (LEN + GRH), &gid, &gid, i);
 	}
 

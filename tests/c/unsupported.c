@@ -51,6 +51,11 @@ int main(int argc, char **argv)
 	struct ibv_cq_init_attr_ex ca = { .cqe = 4, .wc_flags = IBV_WC_EX_WITH_CVLAN };
 	errno = 0;
 	CHECK(!ibv_create_cq_ex(ctx, &ca) && errno == EOPNOTSUPP, "cvlan CQ: errno %d", errno);
+	/* Overruns raise IBV_EVENT_CQ_ERR: a CQ may not ask to ignore them (as on rxe). */
+	struct ibv_cq_init_attr_ex io = { .cqe = 4, .comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
+					  .flags = IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN };
+	errno = 0;
+	CHECK(!ibv_create_cq_ex(ctx, &io) && errno == EOPNOTSUPP, "IGNORE_OVERRUN CQ: errno %d", errno);
 
 	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
 	CHECK(cq, "ibv_create_cq failed");

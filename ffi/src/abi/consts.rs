@@ -25,13 +25,13 @@ pub mod send_ops {
     pub const ATOMIC_WRITE: u64 = 1 << 12;
 }
 
-/// `enum ibv_cq_init_attr_mask` and `enum ibv_create_cq_attr_flags`.
+/// `enum ibv_cq_init_attr_mask` and `enum ibv_create_cq_attr_flags` (the
+/// one flag rxu takes; IGNORE_OVERRUN, 1 << 1, is refused).
 pub mod cq_init {
     pub const MASK_FLAGS: u32 = 1;
     /// `parent_domain` is set.
     pub const MASK_PD: u32 = 1 << 1;
     pub const FLAG_SINGLE_THREADED: u32 = 1;
-    pub const FLAG_IGNORE_OVERRUN: u32 = 1 << 1;
 }
 
 /// `enum ibv_create_cq_wc_flags`.

@@ -99,7 +99,14 @@ pub fn qp_attr_from_c(a: &IbvQpAttr, mask: u32) -> OpResult<QpAttr> {
     })
 }
 
+/// ibv_query_qp's answer. On RoCE every address carries a GRH: both
+/// address vectors say is_global, also before one was set (as the kernel
+/// reports them; rxe's query shows the same).
 pub fn qp_attr_to_c(a: &QpAttr, cap: &QpCap) -> IbvQpAttr {
+    let global = IbvAhAttr {
+        is_global: 1,
+        ..IbvAhAttr::default()
+    };
     IbvQpAttr {
         qp_state: a.qp_state.into(),
         cur_qp_state: a.cur_qp_state.into(),
@@ -112,8 +119,11 @@ pub fn qp_attr_to_c(a: &QpAttr, cap: &QpCap) -> IbvQpAttr {
         dest_qp_num: a.dest_qp_num,
         qp_access_flags: a.qp_access_flags,
         cap: cap_to_c(cap),
-        ah_attr: ah_to_c(&a.ah),
-        alt_ah_attr: IbvAhAttr::default(),
+        ah_attr: IbvAhAttr {
+            is_global: 1,
+            ..ah_to_c(&a.ah)
+        },
+        alt_ah_attr: global,
         pkey_index: a.pkey_index,
         alt_pkey_index: 0,
         en_sqd_async_notify: 0,
@@ -169,6 +179,8 @@ mod tests {
             (back.qp_state, back.qkey, back.dest_qp_num),
             (3, 0x1111_1111, 0x12)
         );
+        // RoCE: both address vectors carry a GRH, set or not.
+        assert_eq!((back.ah_attr.is_global, back.alt_ah_attr.is_global), (1, 1));
         c.qp_state = 300;
         assert_eq!(qp_attr_from_c(&c, u32::MAX).err(), Some(libc::EINVAL));
         // Fields outside the mask are not judged (librdmacm's

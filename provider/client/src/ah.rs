@@ -1,8 +1,9 @@
-//! Address handles: client-side only (the destination travels in each UD
-//! send slot), so creating one costs no daemon round trip.
+//! Address handles: client-side (the destination travels in each UD send
+//! slot); creating one asks the daemon only for the port's GID table, to
+//! check the source GID as the kernel does.
 
 use super::error::{Error, Result};
-use super::pd::Pd;
+use super::pd::{AhUse, Pd};
 use super::wc::Wc;
 use rxu_abi::proto::AhAttr;
 use transport::qp::wc_flags;
@@ -11,8 +12,9 @@ use transport::qp::wc_flags;
 #[derive(Clone)]
 pub struct Ah {
     attr: AhAttr,
-    /// Keeps the PD (and so the connection) alive as `ibv_ah` does.
-    _pd: Option<Pd>,
+    /// Keeps the PD (and so the connection) alive as `ibv_ah` does, and
+    /// counts in it (dealloc_pd is EBUSY while AHs exist).
+    _pd: Option<AhUse>,
 }
 
 impl std::fmt::Debug for Ah {
@@ -22,19 +24,28 @@ impl std::fmt::Debug for Ah {
 }
 
 impl Ah {
-    /// Creates an AH in `pd`. RoCE needs a GRH: `is_global` must be set.
+    /// Creates an AH in `pd`, checked as the kernel's `rdma_create_ah`:
+    /// port 1 only, a GRH (`is_global`: RoCE addresses by GID), and a
+    /// source GID in the table (EINVAL outside it, ENODATA for an empty
+    /// entry).
     pub fn new(pd: &Pd, attr: AhAttr) -> Result<Ah> {
+        if attr.port_num != 1 {
+            return Err(Error::Invalid("no such port"));
+        }
         if !attr.is_global {
             return Err(Error::Invalid(
                 "RoCE address handles need a GRH (is_global)",
             ));
         }
-        if attr.port_num > 1 {
-            return Err(Error::Invalid("no such port"));
+        let port = pd.context().query_port(1)?;
+        match port.gid_entry(attr.sgid_index.into()) {
+            Ok(_) => {}
+            Err(libc::ENODATA) => return Err(Error::NoGid(attr.sgid_index.into())),
+            Err(_) => return Err(Error::Invalid("sgid_index outside the GID table")),
         }
         Ok(Ah {
             attr,
-            _pd: Some(pd.clone()),
+            _pd: Some(AhUse::new(pd)),
         })
     }
 

@@ -33,6 +33,13 @@ pub enum Error {
     /// A queue is full (post_send / post_recv).
     #[error("queue full")]
     QueueFull,
+    /// The object is still in use (EBUSY), found by the client itself.
+    #[error("busy: {0}")]
+    Busy(&'static str),
+    /// An empty entry of the GID table (ENODATA, as the kernel's GID
+    /// lookup answers).
+    #[error("no GID at index {0}")]
+    NoGid(u32),
 }
 
 impl Error {
@@ -48,6 +55,8 @@ impl Error {
             Error::DeviceFatal => libc::EIO,
             Error::Invalid(_) => libc::EINVAL,
             Error::QueueFull => libc::ENOMEM,
+            Error::NoGid(_) => libc::ENODATA,
+            Error::Busy(_) => libc::EBUSY,
         }
     }
 

@@ -1,6 +1,6 @@
 //! Protection domains.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::context::{unexpected, Context};
@@ -21,6 +21,9 @@ struct PdInner {
     handle: u32,
     /// Cleared by an explicit successful dealloc, so Drop sends nothing.
     live: AtomicBool,
+    /// Address handles in it: client-side only, so the daemon cannot
+    /// refuse the dealloc for them; [`Pd::dealloc`] does.
+    ahs: AtomicUsize,
     /// Where the rings of QPs and SRQs created through this handle are
     /// mapped (a parent domain's allocator); `None`: mappings of their own.
     rings: Option<Arc<dyn RingAlloc>>,
@@ -37,6 +40,7 @@ impl Pd {
                     ctx: ctx.clone(),
                     handle: pd,
                     live: AtomicBool::new(true),
+                    ahs: AtomicUsize::new(0),
                     rings: None,
                     base: None,
                 }),
@@ -55,6 +59,7 @@ impl Pd {
                 ctx: self.inner.ctx.clone(),
                 handle: self.inner.handle,
                 live: AtomicBool::new(false),
+                ahs: AtomicUsize::new(0),
                 rings: Some(rings),
                 base: Some(base),
             }),
@@ -76,6 +81,7 @@ impl Pd {
                 ctx: ctx.clone(),
                 handle,
                 live: AtomicBool::new(false),
+                ahs: AtomicUsize::new(0),
                 rings: None,
                 base: None,
             }),
@@ -114,12 +120,16 @@ impl Pd {
         })
     }
 
-    /// Deallocates now, reporting errors (EBUSY while objects use it). On
-    /// failure the PD is handed back unchanged.
+    /// Deallocates now, reporting errors (EBUSY while objects use it,
+    /// address handles included, as the kernel counts them). On failure
+    /// the PD is handed back unchanged.
     pub fn dealloc(self) -> Result<(), (Pd, Error)> {
         if self.inner.base.is_some() {
             let e = Error::Invalid("deallocate the PD a ring-allocator handle stands for");
             return Err((self, e));
+        }
+        if self.inner.ahs.load(Ordering::Acquire) > 0 {
+            return Err((self, Error::Busy("address handles use the PD")));
         }
         match self.inner.ctx.call_ok(&Request::DeallocPd {
             pd: self.inner.handle,
@@ -130,6 +140,31 @@ impl Pd {
             }
             Err(e) => Err((self, e)),
         }
+    }
+}
+
+/// An address handle's hold on its PD: counted while it lives.
+pub(crate) struct AhUse(Pd);
+
+impl AhUse {
+    /// Counted in the PD itself, also when made through a parent
+    /// domain's handle.
+    pub(crate) fn new(pd: &Pd) -> AhUse {
+        let pd = pd.inner.base.as_ref().unwrap_or(pd);
+        pd.inner.ahs.fetch_add(1, Ordering::AcqRel);
+        AhUse(pd.clone())
+    }
+}
+
+impl Clone for AhUse {
+    fn clone(&self) -> AhUse {
+        AhUse::new(&self.0)
+    }
+}
+
+impl Drop for AhUse {
+    fn drop(&mut self) {
+        self.0.inner.ahs.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

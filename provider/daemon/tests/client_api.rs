@@ -9,6 +9,7 @@ use std::time::Duration;
 use rxu_client::*;
 use rxu_testkit::verbs::*;
 use rxu_testkit::Daemon;
+use transport::verbs::NetworkHdr;
 
 fn daemon(n: u8) -> Daemon {
     Daemon::start(&format!("rxuc{n}"), Ipv4Addr::new(127, 0, 0, 110 + n))
@@ -163,11 +164,16 @@ fn ud_send_and_reply_through_ah_from_wc() {
         .ud(&ah, p.b.qpn(), qkey)
         .signaled()])
         .unwrap();
-    expect_ok(&p.cq_a, WcOpcode::Send);
+    assert_eq!(expect_ok(&p.cq_a, WcOpcode::Send).sl, 0, "a send's sl");
     let wc = expect_ok(&p.cq_b, WcOpcode::Recv);
     assert_eq!(wc.byte_len, 40 + 512, "GRH area + payload");
     assert_eq!(wc.src_qp, p.a.qpn());
     assert_ne!(wc.wc_flags & wc_flags::GRH, 0);
+    assert_eq!(
+        wc.sl,
+        NetworkHdr::Ipv4.wc_sl(),
+        "sl: RoCEv2 over IPv4, as ConnectX reports it (UCX reads it)"
+    );
     let mut got = vec![0u8; 512];
     bb.read(40, &mut got).unwrap();
     assert_eq!(got, data);
@@ -363,6 +369,8 @@ fn reset_drops_the_qps_unpolled_completions() {
         };
         qp.modify(&attr, qp_attr_mask::STATE).unwrap();
     };
+    // RESET -> ERR is refused as the kernel refuses it: through INIT.
+    x.to_init(&ConnectOpts::default()).unwrap();
     to(&x, QpState::Err);
     let settle = || std::thread::sleep(Duration::from_millis(100));
     let write = |id| SendWr::write(id, &[], 0, 0).signaled();
@@ -626,4 +634,67 @@ fn send_with_inv_on_uc_is_refused_at_post_time() {
     p.a.post_send(&[SendWr::send(8, &sge).signaled()]).unwrap();
     assert_eq!(expect_ok(&p.cq_a, WcOpcode::Send).wr_id, 8);
     assert_eq!(expect_ok(&p.cq_b, WcOpcode::Recv).wr_id, 71);
+}
+
+/// create_ah is checked as the kernel's rdma_create_ah: port 1 only, a
+/// GRH, and a source GID of the table (EINVAL outside it, ENODATA for an
+/// empty entry); the device has one address, so one GID.
+#[test]
+fn create_ah_checks_port_grh_and_source_gid() {
+    let d = daemon(10);
+    let ctx = d.open();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let port = ctx.query_port(1).unwrap();
+    assert_eq!(port.gids.len(), 1);
+    let good = AhAttr {
+        dgid: ctx.query_gid(0).unwrap(),
+        hop_limit: 64,
+        is_global: true,
+        port_num: 1,
+        ..Default::default()
+    };
+    assert!(Ah::new(&pd, good).is_ok());
+    let errno = |a: AhAttr| Ah::new(&pd, a).map(|_| ()).map_err(|e| e.errno());
+    let empty = u8::try_from(port.gids.len()).unwrap();
+    assert_eq!(
+        errno(AhAttr {
+            sgid_index: empty,
+            ..good
+        }),
+        Err(libc::ENODATA)
+    );
+    let beyond = u8::try_from(port.gid_tbl_len).unwrap();
+    assert_eq!(
+        errno(AhAttr {
+            sgid_index: beyond,
+            ..good
+        }),
+        Err(libc::EINVAL)
+    );
+    assert_eq!(
+        errno(AhAttr {
+            is_global: false,
+            ..good
+        }),
+        Err(libc::EINVAL)
+    );
+    for port_num in [0, 2] {
+        assert_eq!(errno(AhAttr { port_num, ..good }), Err(libc::EINVAL));
+    }
+    // The PD is busy while an AH (or a clone of it) lives, as the kernel
+    // counts AHs; the daemon never sees them, the client does.
+    let busy = |pd: Pd| match pd.dealloc() {
+        Err((pd, e)) => {
+            assert_eq!(e.errno(), libc::EBUSY, "{e}");
+            pd
+        }
+        Ok(()) => panic!("dealloc_pd with a live AH succeeded"),
+    };
+    let ah = Ah::new(&pd, good).unwrap();
+    let twin = ah.clone();
+    let pd = busy(pd);
+    drop(ah);
+    let pd = busy(pd);
+    drop(twin);
+    assert!(pd.dealloc().is_ok());
 }

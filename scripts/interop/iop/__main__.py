@@ -1,8 +1,10 @@
 """The interop matrix against kernel rxe (run by scripts/interop/run).
 
 Phases: path MTU 1024 (netdev MTU 1500), path MTU 4096 (netdev MTU 9000),
-path MTU 1024 with loss and reordering on both sides of the tap, and the
-rdma_cm programs (cmcases) at path MTU 1024. In each, every case runs rxu
+path MTU 1024 with loss and reordering on both sides of the tap, the
+rdma_cm programs (cmcases) at path MTU 1024, and "surface": every field and
+errno a verbs program can read (tests/c/verbs_surface), rxu's against rxe's
+(surface.py). In each, every case runs rxu
 client -> rxe server and rxe client -> rxu server while tcpdump records the
 tap; then `rxu decode` checks every ICRC of that capture (and, for rdma_cm,
 that each case's CM MADs are there and named) and the counters of both
@@ -15,7 +17,7 @@ import re
 import sys
 import time
 
-from . import cases, checks, cmcases, cmrun, netns, rxu, vm
+from . import cases, checks, cmcases, cmrun, netns, rxu, surface, vm
 from .proc import Job, listening_in, log, wait_until
 
 RXU_TO_RXE = cmrun.RXU_TO_RXE
@@ -66,14 +68,16 @@ tc qdisc del dev ifb0 root"""
 class Phase:
     """impair: None, "all" (every packet may be lost or reordered) or
     "data" (RC ACKs/NAKs pass untouched); cm: the phase runs the rdma_cm
-    cases instead of the verbs ones."""
+    cases instead of the verbs ones; verbs_surface: the phase runs
+    tests/c/verbs_surface on both sides and compares (surface.py)."""
 
-    def __init__(self, name, netdev_mtu, path_mtu, impair=None, cm=False):
+    def __init__(self, name, netdev_mtu, path_mtu, impair=None, cm=False, verbs_surface=False):
         self.name = name
         self.netdev_mtu = netdev_mtu
         self.path_mtu = path_mtu
         self.impair = impair
         self.cm = cm
+        self.verbs_surface = verbs_surface
 
     @property
     def lossy(self):
@@ -98,11 +102,13 @@ PHASES = [Phase("mtu1024", 1500, 1024),
           Phase("mtu4096", 9000, 4096),
           Phase("loss", 1500, 1024, "all"),
           Phase("loss-data", 1500, 1024, "data"),
-          Phase("rdmacm", 1500, 1024, cm=True)]
+          Phase("rdmacm", 1500, 1024, cm=True),
+          Phase("surface", 1500, 1024, verbs_surface=True)]
 
 
-# Programs of tests/c the rdma_cm cases run on both sides.
-TEST_PROGS = ["cm_reject"]
+# Programs of tests/c run on both sides: by the rdma_cm cases, and by the
+# surface phase.
+TEST_PROGS = ["cm_reject", surface.PROG]
 
 
 class Row:
@@ -229,6 +235,13 @@ class Runner:
         netns.set_mtu(phase.netdev_mtu)
         self.guest.set_mtu(phase.netdev_mtu)
         self.dev.up()
+        if phase.verbs_surface:
+            try:
+                self.rows += [Row(*r) for r in surface.run(self, phase.label())]
+            finally:
+                self.dev.keep_log(os.path.join(logdir, "rxud.log"))
+                self.dev.down()
+            return
         try:
             host_mtu, guest_mtu = self.dev.active_mtu(), self.guest.active_mtu()
             log(f"{phase.name}: netdev MTU {phase.netdev_mtu}, active MTU rxu {host_mtu}, "

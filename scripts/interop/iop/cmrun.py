@@ -22,6 +22,8 @@ LIMIT = 60
 # the DREQ of the client's CM comes at once; without it, nothing would
 # tell rping's server (it waits on its peer's next message).
 KILL_BUDGET = 30
+# Attempts of a case whose client fails with its retry_on message.
+RETRIES = 4
 
 
 class Run:
@@ -46,14 +48,19 @@ class CmRunner:
 
     def run(self, case, direction, logdir):
         run = self._run(case, direction, logdir)
-        if not run.ok and case.retry_on and case.retry_on in run.client_said:
-            # perftest -R's race (see CmCase.retry_on): once more; the
-            # capture slice keeps both attempts.
-            log(f"  -> {run.figure}: {case.retry_on!r}, once more")
-            again = self._run(case, direction, logdir)
-            again.t0 = run.t0
-            again.figure = f"{again.figure} (2nd try: {case.retry_on})"
-            return again
+        t0 = run.t0
+        tries = 1
+        while not run.ok and case.retry_on and case.retry_on in run.client_said and tries < RETRIES:
+            # perftest -R's race (see CmCase.retry_on): again; the capture
+            # slice keeps every attempt. On a loaded machine the guest's
+            # server can lose the race twice in a row (seen in CI).
+            log(f"  -> {run.figure}: {case.retry_on!r}, try {tries + 1} of {RETRIES}")
+            time.sleep(1)
+            run = self._run(case, direction, logdir)
+            tries += 1
+        if tries > 1:
+            run.t0 = t0
+            run.figure = f"{run.figure} (try {tries}: {case.retry_on})"
         return run
 
     def _run(self, case, direction, logdir):

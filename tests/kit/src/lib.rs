@@ -13,6 +13,8 @@
 //! - [`process`]: child processes whose output is read line by line;
 //! - [`tools`]: unmodified verbs programs on a device brought up with
 //!   `rxu up` (root);
+//! - [`surface`]: the verbs surface dump of `tests/c/verbs_surface`
+//!   compared with kernel rxe's, under the table of documented differences;
 //! - [`skip`]: the one way a test says it cannot run on this machine.
 //!
 //! Every wait is bounded, every child is killed when its handle drops.
@@ -23,6 +25,7 @@ pub mod process;
 pub mod runtime;
 pub mod skip;
 pub mod sock;
+pub mod surface;
 pub mod tools;
 pub mod verbs;
 

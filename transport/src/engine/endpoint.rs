@@ -87,6 +87,8 @@ pub trait TransmitSink {
 struct Srq {
     q: VecDeque<RecvWqe>,
     max: usize,
+    /// WQEs its QPs have taken, ever (the SRQ limit event watches it).
+    taken: u64,
     /// An XRC SRQ: XRC target QPs of its domain deliver into it.
     xrc: Option<XrcSrq>,
 }
@@ -104,7 +106,9 @@ pub struct XrcSrq {
 
 impl RecvSource for Srq {
     fn pop(&mut self) -> Option<RecvWqe> {
-        self.q.pop_front()
+        let w = self.q.pop_front();
+        self.taken += u64::from(w.is_some());
+        w
     }
 }
 
@@ -251,6 +255,11 @@ impl<M: Memory> Endpoint<M> {
     /// Receive WQEs waiting in an SRQ.
     pub fn srq_len(&self, srq: u32) -> Option<usize> {
         self.srqs.get(&srq).map(|s| s.q.len())
+    }
+
+    /// Receive WQEs an SRQ's QPs have taken since it was created.
+    pub fn srq_taken(&self, srq: u32) -> Option<u64> {
+        self.srqs.get(&srq).map(|s| s.taken)
     }
 
     /// Some QP has packets to send.
@@ -458,6 +467,7 @@ impl<M: Memory> Endpoint<M> {
             Srq {
                 q: VecDeque::new(),
                 max: max_wr as usize,
+                taken: 0,
                 xrc,
             },
         );

@@ -5,9 +5,11 @@
 //! not show the header, so it is rebuilt from what the socket and the ICRC
 //! check told: addresses, TOS / traffic class, TTL / hop limit, the IPv4
 //! ID the ICRC was computed with, the IPv6 flow label. Its bytes are
-//! written by `wire::ip`, the one encoder of IP headers.
+//! written by `wire::ip`, the one encoder of IP headers. The same header
+//! decides what the completion reports as the packet's network header.
 
 use super::queue_pair::RxMeta;
+use crate::verbs::NetworkHdr;
 use crate::wire::ip::{grh_area, IpHeader, Ipv4Header, Ipv6Header};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -36,9 +38,17 @@ pub fn ip_header(meta: &RxMeta, udp_payload: usize) -> IpHeader {
     }
 }
 
-/// The GRH area for that packet.
-pub fn build(meta: &RxMeta, udp_payload: usize) -> [u8; GRH_LEN] {
-    grh_area(&ip_header(meta, udp_payload))
+/// The GRH area for a packet with that IP header.
+pub fn area(ip: &IpHeader) -> [u8; GRH_LEN] {
+    grh_area(ip)
+}
+
+/// The network header the completion reports for it.
+pub fn network_hdr(ip: &IpHeader) -> NetworkHdr {
+    match ip {
+        IpHeader::V4(_) => NetworkHdr::Ipv4,
+        IpHeader::V6(_) => NetworkHdr::Ipv6,
+    }
 }
 
 fn v4_of(a: IpAddr) -> Option<Ipv4Addr> {
@@ -59,6 +69,10 @@ fn v6_of(a: IpAddr) -> Ipv6Addr {
 mod tests {
     use super::*;
     use crate::wire::ip::ipv4_checksum;
+
+    fn build(meta: &RxMeta, udp_payload: usize) -> [u8; GRH_LEN] {
+        area(&ip_header(meta, udp_payload))
+    }
 
     fn meta(src: IpAddr, dst: IpAddr) -> RxMeta {
         RxMeta {
@@ -96,6 +110,7 @@ mod tests {
             "::ffff:10.0.0.2".parse().unwrap(),
         );
         assert_eq!(build(&m, 100)[20], 0x45);
+        assert_eq!(network_hdr(&ip_header(&m, 100)), NetworkHdr::Ipv4);
     }
 
     #[test]
@@ -108,5 +123,6 @@ mod tests {
         assert_eq!((g[6], g[7]), (17, 64));
         assert_eq!(g[8], 0xfe);
         assert_eq!(g[39], 2);
+        assert_eq!(network_hdr(&ip_header(&m, 100)), NetworkHdr::Ipv6);
     }
 }

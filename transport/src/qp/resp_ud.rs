@@ -1,6 +1,6 @@
 //! UD receive: Q_Key check, one SEND ONLY per message, the 40-byte
 //! network header area ahead of the payload, and the completion with the
-//! sender's QPN and address. Nothing is acknowledged; what cannot be
+//! sender's QPN, address and network header. Nothing is acknowledged; what cannot be
 //! received is dropped and counted.
 
 use super::grh;
@@ -67,7 +67,8 @@ impl Qp {
         };
         let mut h = HeldRecv::new(wqe);
         let udp_len = pkt.hdr.len() + n + usize::from(pkt.hdr.bth.pad) + ICRC_LEN;
-        let g = grh::build(meta, udp_len);
+        let ip = grh::ip_header(meta, udp_len);
+        let g = grh::area(&ip);
         let pd = self.cfg.pd;
         let r = sgl::scatter(env.mem, pd, &h.wqe.sges, &mut h.cur, 0, &g).and_then(|()| {
             sgl::scatter(
@@ -105,6 +106,7 @@ impl Qp {
         }
         c.src_qp = deth.src_qpn;
         c.src_addr = Some(meta.src);
+        c.network_hdr = Some(grh::network_hdr(&ip));
         self.cq.push_back(c);
     }
 }

@@ -5,7 +5,8 @@
 use std::net::IpAddr;
 
 pub use crate::verbs::{
-    access, send_flags, wc_flags, Mtu, QpState, QpType, Sge, WcOpcode, WcStatus, WrOpcode,
+    access, send_flags, wc_flags, Mtu, NetworkHdr, QpState, QpType, Sge, WcOpcode, WcStatus,
+    WrOpcode,
 };
 
 /// Where a WQE's data comes from.
@@ -165,6 +166,8 @@ pub struct Completion {
     pub src_qp: u32,
     /// UD: the sender's address.
     pub src_addr: Option<IpAddr>,
+    /// UD: the header the packet came in (IPv4 or IPv6).
+    pub network_hdr: Option<NetworkHdr>,
     /// Provider-specific detail for error completions.
     pub vendor_err: u32,
 }
@@ -184,6 +187,7 @@ impl Completion {
             invalidated_rkey: 0,
             src_qp: 0,
             src_addr: None,
+            network_hdr: None,
             vendor_err: 0,
         }
     }

@@ -6,10 +6,12 @@
 
 pub mod event_type;
 mod flags;
+mod network_hdr;
 mod types;
 pub mod wr_opcode;
 
 pub use flags::{access, qp_attr_mask, send_flags, srq_attr_mask, wc_flags};
+pub use network_hdr::NetworkHdr;
 pub use types::{Mtu, QpState, QpType, Sge, WcOpcode, WcStatus};
 pub use wr_opcode::{wr_flags, QpTypes, WrKind, WrOpcode, WrOpcodeInfo, ALL_WR_OPCODES};
 

@@ -322,6 +322,19 @@ pub struct PortAttr {
     pub gids: Vec<[u8; 16]>,
 }
 
+impl PortAttr {
+    /// GID `index` of this port, or the errno the kernel's GID lookup
+    /// (`rdma_get_gid_attr`, behind modify_qp and create_ah) answers:
+    /// EINVAL outside the table (`gid_tbl_len` entries), ENODATA for an
+    /// empty entry inside it.
+    pub fn gid_entry(&self, index: u32) -> Result<&[u8; 16], i32> {
+        if index >= self.gid_tbl_len {
+            return Err(libc::EINVAL);
+        }
+        self.gids.get(index as usize).ok_or(libc::ENODATA)
+    }
+}
+
 /// One line of `rxu status`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientStatus {
@@ -465,4 +478,25 @@ pub fn decode<'a, T: Deserialize<'a>>(buf: &'a [u8]) -> Result<T, ProtoError> {
         return Err(ProtoError::TooLarge(buf.len()));
     }
     Ok(postcard::from_bytes(buf)?)
+}
+
+#[cfg(test)]
+mod port_attr_tests {
+    use super::PortAttr;
+
+    #[test]
+    fn gid_entries_answer_as_the_kernel_lookup() {
+        let p = PortAttr {
+            gid_tbl_len: 4,
+            gids: vec![[1; 16], [2; 16]],
+            ..PortAttr::default()
+        };
+        assert_eq!(p.gid_entry(1), Ok(&[2; 16]));
+        // Inside the table, no address there: ENODATA.
+        assert_eq!(p.gid_entry(2), Err(libc::ENODATA));
+        assert_eq!(p.gid_entry(3), Err(libc::ENODATA));
+        // Outside it: EINVAL.
+        assert_eq!(p.gid_entry(4), Err(libc::EINVAL));
+        assert_eq!(p.gid_entry(u32::MAX), Err(libc::EINVAL));
+    }
 }

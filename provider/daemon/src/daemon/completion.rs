@@ -24,8 +24,9 @@ use super::sys;
 const ARM_NEXT: u32 = 1;
 const ARM_SOLICITED: u32 = 2;
 
-/// The CQ entry of a transport completion (pkey index, LID, SL and path
-/// bits are 0 on RoCE).
+/// The CQ entry of a transport completion (pkey index, LID and path bits
+/// are 0 on RoCE; SL is too, except that a UD receive reports the network
+/// header it came in there, see [`transport::verbs::NetworkHdr`]).
 pub fn cqe_of(c: &Completion) -> CqeBytes {
     let mut e = Cqe::new_unchecked([0u8; CQE_STAMPED_SIZE]);
     e.set_wr_id(c.wr_id);
@@ -41,6 +42,7 @@ pub fn cqe_of(c: &Completion) -> CqeBytes {
     e.set_qp_num(c.qp_num);
     e.set_src_qp(c.src_qp);
     e.set_wc_flags(c.wc_flags);
+    e.set_sl(c.network_hdr.map_or(0, |h| h.wc_sl()));
     e.set_src_gid(&c.src_addr.map_or([0; 16], verbs::gid_of));
     e.into_inner()
 }
@@ -193,5 +195,31 @@ fn notify(cq: &mut Cq, maybe_solicited: bool, counters: &mut DaemonCounters) {
     if fire && cq.ring.clear_flag(f) {
         sys::send_record(ch.as_fd(), &cq.user_handle.to_ne_bytes());
         counters.channel_events += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use transport::qp::{CqSide, WcOpcode, WcStatus};
+    use transport::verbs::NetworkHdr;
+
+    fn recv(hdr: Option<NetworkHdr>) -> Cqe<CqeBytes> {
+        let mut c = Completion::new(CqSide::Recv, 7, WcStatus::Success, WcOpcode::Recv, 0x11);
+        c.wc_flags = wc_flags::GRH;
+        c.src_addr = Some("127.0.8.2".parse().unwrap());
+        c.network_hdr = hdr;
+        Cqe::new_unchecked(cqe_of(&c))
+    }
+
+    #[test]
+    fn ud_receive_reports_its_network_header_in_sl() {
+        assert_eq!(recv(Some(NetworkHdr::Ipv4)).sl(), 0xA);
+        assert_eq!(recv(Some(NetworkHdr::Ipv6)).sl(), 0x9);
+        // Any other completion: 0, as rxe's.
+        assert_eq!(recv(None).sl(), 0);
+        let e = recv(Some(NetworkHdr::Ipv4));
+        assert_eq!((e.pkey_index(), e.slid(), e.dlid_path_bits()), (0, 0, 0));
+        assert_eq!(e.src_gid()[10..], [0xff, 0xff, 127, 0, 8, 2]);
     }
 }

@@ -523,14 +523,20 @@ impl Device {
         n
     }
 
-    /// IBV_EVENT_SRQ_LIMIT_REACHED when an armed SRQ holds fewer WQEs
-    /// than its limit (counting those still in its ring); disarms it.
+    /// IBV_EVENT_SRQ_LIMIT_REACHED when taking WQEs left an armed SRQ
+    /// with fewer than its limit (counting those still in its ring), as
+    /// ibv_modify_srq(3) says ("once the number of WRs drops below") and
+    /// rxe does: arming an SRQ that already holds fewer raises nothing
+    /// until a WQE is taken. Disarms it.
     fn check_srq_limits(&mut self) -> usize {
         let mut n = 0;
         for s in self.objects.sessions_mut() {
             let mut fire = Vec::new();
             for srq in s.srqs.values_mut() {
-                if srq.limit == 0 {
+                let taken = self.endpoint.srq_taken(srq.id).unwrap_or(0);
+                let dropped = taken != srq.taken_seen;
+                srq.taken_seen = taken;
+                if srq.limit == 0 || !dropped {
                     continue;
                 }
                 let posted = self.endpoint.srq_len(srq.id).unwrap_or(0)

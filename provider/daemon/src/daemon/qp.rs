@@ -141,10 +141,11 @@ pub(super) fn create(
         ..QpTuning::default()
     };
     let _ = endpoint.set_qp_tuning(qpn, tuning, &mut DeviceCqs::new(objects, counters));
+    // No port until INIT sets one (ibv_query_qp says 0, as the kernel).
     let attr = QpAttr {
         cap,
         sq_sig_all: r.sq_sig_all,
-        port_num: 1,
+        port_num: 0,
         path_mtu: Mtu::M256 as u8,
         ..QpAttr::default()
     };
@@ -245,13 +246,7 @@ fn check_port_limits(port: &Port, m: u32, a: &QpAttr, ta: &tqp::QpAttr) -> Resul
         return invalid("path MTU above the port's active MTU");
     }
     if m & mask::AV != 0 {
-        let ngids = port.attr().gids.len().max(1);
-        if usize::from(a.ah.sgid_index) >= ngids {
-            return invalid(format!(
-                "sgid_index {} outside the GID table",
-                a.ah.sgid_index
-            ));
-        }
+        sgid(port, a)?;
         let dst = verbs::addr_of_gid(&a.ah.dgid);
         if !port.all_addrs() && dst.is_ipv6() != port.served().is_ipv6() {
             return invalid(format!(
@@ -262,19 +257,26 @@ fn check_port_limits(port: &Port, m: u32, a: &QpAttr, ta: &tqp::QpAttr) -> Resul
     Ok(())
 }
 
+/// The AV's source GID: EINVAL outside the GID table, ENODATA for an
+/// empty entry (as the kernel's GID lookup answers).
+fn sgid<'p>(port: &'p Port, a: &QpAttr) -> Result<&'p [u8; 16], Refused> {
+    let i = a.ah.sgid_index;
+    port.attr().gid_entry(i.into()).map_err(|errno| Refused {
+        errno,
+        msg: match errno {
+            libc::ENODATA => format!("sgid_index {i}: no GID at this index"),
+            _ => format!("sgid_index {i} outside the GID table"),
+        },
+    })
+}
+
 /// On a device serving all its netdev's addresses: the address of the
 /// AV's source GID, which must be of the destination's family.
 fn av_source(port: &Port, m: u32, a: &QpAttr) -> Result<Option<IpAddr>, Refused> {
     if !port.all_addrs() || m & mask::AV == 0 {
         return Ok(None);
     }
-    let Some(g) = port.attr().gids.get(usize::from(a.ah.sgid_index)) else {
-        return invalid(format!(
-            "sgid_index {} outside the GID table",
-            a.ah.sgid_index
-        ));
-    };
-    let src = verbs::addr_of_gid(g);
+    let src = verbs::addr_of_gid(sgid(port, a)?);
     let dst = verbs::addr_of_gid(&a.ah.dgid);
     if src.is_ipv6() != dst.is_ipv6() {
         return invalid(format!(
@@ -310,6 +312,20 @@ pub(super) fn destroy(
     id: u32,
     qpn: u32,
 ) -> Handled {
+    // As the kernel's uverbs: a QP still attached to a multicast group is
+    // not destroyed (EBUSY) until the application detaches it; a client
+    // that goes away loses its attachments with its QPs.
+    let owned = objects.session_mut(id)?.qps.contains_key(&qpn);
+    if owned
+        && endpoint
+            .mcast_groups()
+            .any(|g| endpoint.mcast_members(g).contains(&qpn))
+    {
+        return refuse(
+            libc::EBUSY,
+            format!("QP {qpn:#x} is attached to a multicast group: detach it first"),
+        );
+    }
     if !objects.destroy_qp(endpoint, counters, id, qpn)? {
         return refuse(libc::ENOENT, format!("no QP {qpn:#x}"));
     }
@@ -362,7 +378,7 @@ mod tests {
     fn check(p: &Port, m: u32, a: &QpAttr) -> Result<(), String> {
         let ta = qp_attr::transport_attr(None, m, a);
         check_port_limits(p, m, a, &ta).map_err(|e| {
-            assert_eq!(e.errno, libc::EINVAL);
+            assert_eq!(e.errno, libc::EINVAL, "{}", e.msg);
             e.msg
         })
     }
@@ -384,7 +400,11 @@ mod tests {
     fn av_within_the_gid_table_and_the_served_family() {
         let p = port(&["10.0.0.1"], 1500);
         assert_eq!(check(&p, mask::AV, &to("10.0.0.2", 0)), Ok(()));
-        let e = check(&p, mask::AV, &to("10.0.0.2", 1)).unwrap_err();
+        // An empty entry of the table: ENODATA, as the kernel's lookup.
+        let ta = qp_attr::transport_attr(None, mask::AV, &to("10.0.0.2", 1));
+        let e = check_port_limits(&p, mask::AV, &to("10.0.0.2", 1), &ta).unwrap_err();
+        assert_eq!(e.errno, libc::ENODATA, "{}", e.msg);
+        let e = check(&p, mask::AV, &to("10.0.0.2", verbs::GID_TBL_LEN as u8)).unwrap_err();
         assert!(e.contains("outside the GID table"), "{e}");
         let e = check(&p, mask::AV, &to("fd00::2", 0)).unwrap_err();
         assert!(e.contains("unreachable"), "{e}");

@@ -61,6 +61,9 @@ pub struct Srq {
     pub max_sge: u32,
     /// Armed limit (0 = not armed).
     pub limit: u32,
+    /// The endpoint's count of WQEs taken from it, when the limit was
+    /// last looked at: the event needs a WQE taken since.
+    pub taken_seen: u64,
     pub user_handle: u64,
     pub ring: Consumer,
     /// The ring's indices were corrupt: no longer read.
@@ -105,6 +108,10 @@ pub struct Session {
     /// From SO_PEERCRED, not from what the client claims.
     pub pid: u32,
     pub admin: bool,
+    /// The client runs as another user than the daemon (and not as root):
+    /// served as a verbs client on an `--all-users` device, never obeyed
+    /// as an admin (SO_PEERCRED's uid).
+    pub other_user: bool,
     /// Hello accepted.
     pub ready: bool,
     /// Opened with CmHello: an rdma_cm client (the ucma emulator).
@@ -137,6 +144,7 @@ impl Session {
             id,
             pid,
             admin: false,
+            other_user: false,
             ready: false,
             cm_only: false,
             async_sock: None,

@@ -79,9 +79,8 @@ pub(super) fn create_in(
             format!("max_sge {max_sge} not in 1..={lim_sge}"),
         );
     }
-    if srq_limit > max_wr {
-        return refuse(libc::EINVAL, "srq_limit above max_wr");
-    }
+    // srq_limit is not judged at creation (ibv_create_srq(3): irrelevant
+    // there); kept and armed as rxe does.
     if n >= lim_srq {
         return refuse(libc::ENOMEM, "device SRQ limit reached");
     }
@@ -111,6 +110,7 @@ pub(super) fn create_in(
             max_wr,
             max_sge,
             limit: srq_limit,
+            taken_seen: 0,
             user_handle,
             ring: ring.into_consumer(),
             broken: false,

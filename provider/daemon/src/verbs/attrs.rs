@@ -15,6 +15,11 @@ pub const HW_VER: u32 = 0;
 
 /// `enum ibv_device_cap_flags` bits rxu has.
 pub mod cap {
+    /// create_ah refuses an address on another port than 1.
+    pub const UD_AV_PORT_ENFORCE: u32 = 1 << 6;
+    /// IBV_EVENT_PORT_ACTIVE (and PORT_ERR) when the netdev comes up
+    /// (goes down).
+    pub const PORT_ACTIVE_EVENT: u32 = 1 << 10;
     /// sys_image_guid is meaningful (== node GUID).
     pub const SYS_IMAGE_GUID: u32 = 1 << 11;
     /// The RC responder sends RNR NAKs when no receive is posted.
@@ -33,7 +38,9 @@ pub mod cap {
 /// that relies on a flag must find the feature). Windows are type 1 and
 /// 2B, the flags later kernels' rxe reports (6.1's also claims 2A, whose
 /// windows are not tied to a QP; rxe's windows never were 2A).
-pub const DEVICE_CAP_FLAGS: u32 = cap::SYS_IMAGE_GUID
+pub const DEVICE_CAP_FLAGS: u32 = cap::UD_AV_PORT_ENFORCE
+    | cap::PORT_ACTIVE_EVENT
+    | cap::SYS_IMAGE_GUID
     | cap::RC_RNR_NAK_GEN
     | cap::SRQ_RESIZE
     | cap::MEM_WINDOW
@@ -182,10 +189,17 @@ mod tests {
             ),
             (1, 1, 15, 1)
         );
-        assert_eq!(
-            d.device_cap_flags,
-            (1 << 11) | (1 << 12) | (1 << 13) | (1 << 17) | (1 << 20) | (1 << 24)
-        );
+        // UD_AV_PORT_ENFORCE, PORT_ACTIVE_EVENT, SYS_IMAGE_GUID,
+        // RC_RNR_NAK_GEN, SRQ_RESIZE, MEM_WINDOW, XRC, MEM_WINDOW_TYPE_2B.
+        let want = (1 << 6)
+            | (1 << 10)
+            | (1 << 11)
+            | (1 << 12)
+            | (1 << 13)
+            | (1 << 17)
+            | (1 << 20)
+            | (1 << 24);
+        assert_eq!(d.device_cap_flags, want);
         assert_eq!(d.max_mw, 0x1_ffff);
         assert_eq!(d.max_ah, 32767);
     }

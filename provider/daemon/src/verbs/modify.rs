@@ -1,16 +1,16 @@
 //! `ibv_modify_qp` checks: the QP state machine with the attributes each
 //! transition requires and accepts per QP type, then the attribute values.
 //!
-//! The transition table is the IBA's (Table "QP State Transition
-//! Properties"), which the kernel's `ib_modify_qp_is_ok` also encodes, for
-//! RC, UC and UD, with one deliberate difference: RESET -> ERR is allowed
-//! (the IBA allows any state -> Error; the kernel's generic table does not
-//! list it). Alternate paths (ALT_PATH, PATH_MIG_STATE) are valid in the
-//! table but refused: rxu has no automatic path migration and does not
-//! report IBV_DEVICE_AUTO_PATH_MIG. XRC's initiator and target follow
-//! RC but for what their missing side would need (the kernel's XRC_INI /
-//! XRC_TGT columns): the initiator's INIT->RTR is UC's, the target's
-//! RTR->RTS takes only SQ_PSN and TIMEOUT.
+//! The transition table is the kernel's `ib_modify_qp_is_ok`, which every
+//! verbs device on Linux goes through: the IBA's (Table "QP State
+//! Transition Properties") for RC, UC and UD, except that RESET -> ERR is
+//! not a transition (the IBA allows any state -> Error; the kernel's table
+//! does not list it, and rxe answers EINVAL). Alternate paths (ALT_PATH,
+//! PATH_MIG_STATE) are valid in the table but refused: rxu has no
+//! automatic path migration and does not report IBV_DEVICE_AUTO_PATH_MIG.
+//! XRC's initiator and target follow RC but for what their missing side
+//! would need (the kernel's XRC_INI / XRC_TGT columns): the initiator's
+//! INIT->RTR is UC's, the target's RTR->RTS takes only SQ_PSN and TIMEOUT.
 
 use transport::qp::{self as tqp, QpState};
 
@@ -98,7 +98,7 @@ pub fn transition(t: QpType, cur: u8, next: u8) -> Option<(u32, u32)> {
         CUR_STATE | QKEY,
     );
     match (cur, next) {
-        (RESET..=ERR, RESET) | (RESET..=ERR, ERR) => Some((0, 0)),
+        (RESET..=ERR, RESET) | (INIT..=ERR, ERR) => Some((0, 0)),
         (RESET, INIT) => {
             let req = PKEY_INDEX | PORT | if ud { QKEY } else { ACCESS_FLAGS };
             Some((req, 0))

@@ -266,7 +266,9 @@ fn write_with_imm() {
         ))
         .unwrap();
     h.run();
-    assert_ok_in_order(&h.a.cq(CqSide::Send), &[1, 2]);
+    let s = h.a.cq(CqSide::Send);
+    assert_ok_in_order(&s, &[1, 2]);
+    assert!(s.iter().all(|c| c.wc_flags == wc_flags::WITH_IMM));
     let r = h.b.cq(CqSide::Recv);
     assert_eq!(r.len(), 2);
     assert_eq!(

@@ -215,6 +215,14 @@ fn ud_send_with_grh_ipv4_and_ipv6() {
         assert_eq!(c.wc_flags, wc_flags::GRH);
         assert_eq!(c.src_qp, QPN_A);
         assert_eq!(c.src_addr, Some(h.a.addr));
+        let hdr = if v6 {
+            NetworkHdr::Ipv6
+        } else {
+            NetworkHdr::Ipv4
+        };
+        assert_eq!(c.network_hdr, Some(hdr));
+        // The sender's own completion names no network header.
+        assert_eq!(h.a.cqes[0].network_hdr, None);
         assert_eq!(h.b.cqes[1].wc_flags, wc_flags::GRH | wc_flags::WITH_IMM);
         assert_eq!(h.b.cqes[1].imm, 0xAB);
         assert_eq!(h.b.cqes[1].byte_len, 53);

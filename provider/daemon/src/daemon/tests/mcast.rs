@@ -183,12 +183,25 @@ fn attach_refuses_what_the_kernel_refuses() {
             libc::EINVAL
         );
         assert_eq!(dev.driver.groups().count(), 0);
-        // Attaching twice is one attachment; destroying the QP detaches it.
+        // Attaching twice is one attachment; an attached QP is not
+        // destroyed (EBUSY, as the kernel) until it is detached.
         for _ in 0..2 {
             assert_eq!(attach(&mut dev, c.id, ud.qpn, mgid(), true), Response::Ok);
         }
         assert_eq!(dev.endpoint.mcast_members(IpAddr::V4(GROUP)), &[ud.qpn]);
-        ok(call(&mut dev, c.id, Request::DestroyQp { qp: ud.qpn }));
+        let destroy = Request::DestroyQp { qp: ud.qpn };
+        assert_eq!(
+            super::harness::errno(call(&mut dev, c.id, destroy.clone())),
+            libc::EBUSY
+        );
+        assert_eq!(attach(&mut dev, c.id, ud.qpn, mgid(), false), Response::Ok);
+        ok(call(&mut dev, c.id, destroy));
+        assert_eq!(dev.driver.groups().count(), 0);
+        // A client that goes away leaves its groups with its QPs.
+        let ud2 = create_qp(&mut dev, c.id, pd, cq, QpType::Ud);
+        assert_eq!(attach(&mut dev, c.id, ud2.qpn, mgid(), true), Response::Ok);
+        assert_eq!(dev.driver.groups().count(), 1);
+        dev.disconnect(c.id);
         assert_eq!(dev.driver.groups().count(), 0);
     });
 }
