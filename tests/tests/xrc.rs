@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use rxu_testkit::serial;
-use rxu_testkit::tools::{compile_c, Dev};
+use rxu_testkit::tools::{compile_c, wait_listen, Dev, Run};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -39,6 +39,44 @@ fn xsrq_pingpong_one_device_and_two() {
     for (i, args) in runs.iter().enumerate() {
         let p = a.pair_across(&b, "ibv_xsrq_pingpong", 19770 + i as u16, args, LIMIT);
         check(&p, &format!("two devices {args:?}"));
+    }
+}
+
+/// One server with two clients (`-c 2`), three processes on one device
+/// sharing one XRC domain through its file: the server sends to each
+/// client round robin through each of its send QPs, so a message for one
+/// client's SRQ arrives through the other client's target QP.
+#[test]
+fn xsrq_pingpong_server_with_two_clients() {
+    let _g = serial();
+    let Some(a) = Dev::up("rxuxd", "127.0.7.1", &["ibv_xsrq_pingpong"]) else {
+        return;
+    };
+    let port = "19780";
+    let server = a.start(
+        "ibv_xsrq_pingpong",
+        &["-d", "rxuxd", "-p", port, "-g", "0", "-c", "2", "-n", "20"],
+    );
+    assert!(
+        wait_listen(19780, Duration::from_secs(10)),
+        "server never listened"
+    );
+    let client = |dev: &Dev, name: &str| {
+        dev.start(
+            "ibv_xsrq_pingpong",
+            &["-d", name, "-p", port, "-g", "0", "-n", "20", "127.0.0.1"],
+        )
+    };
+    let c1 = client(&a, "rxuxd");
+    let c2 = client(&a, "rxuxd");
+    let runs = [
+        Run::wait(c1, LIMIT, "first client"),
+        Run::wait(c2, LIMIT, "second client"),
+        Run::wait(server, LIMIT, "server -c 2"),
+    ];
+    let all: String = runs.iter().map(Run::report).collect();
+    for r in &runs {
+        assert!(r.ok() && r.stdout.contains("success"), "{all}");
     }
 }
 
