@@ -215,13 +215,11 @@ pub fn qp_line(q: &QpStatus) -> String {
     s
 }
 
-/// `enum ibv_qp_type`.
+/// `enum ibv_qp_type`, named as the shared vocabulary names it.
 pub fn qp_type_name(t: u8) -> String {
-    match t {
-        2 => "RC".into(),
-        3 => "UC".into(),
-        4 => "UD".into(),
-        n => format!("type{n}"),
+    match transport::verbs::QpType::from_ibv(u32::from(t)) {
+        Some(q) => q.name().into(),
+        None => format!("type{t}"),
     }
 }
 
@@ -372,7 +370,9 @@ rxu0 port 1 ==> lo (Up)
     #[test]
     fn names() {
         assert_eq!(qp_type_name(3), "UC");
-        assert_eq!(qp_type_name(9), "type9");
+        assert_eq!(qp_type_name(9), "XRC_SEND");
+        assert_eq!(qp_type_name(10), "XRC_RECV");
+        assert_eq!(qp_type_name(8), "type8");
         assert_eq!(qp_state_name(6), "ERR");
         assert_eq!(port_state_name(1), "DOWN");
         assert_eq!(mtu_name(3), "1024");
