@@ -80,6 +80,44 @@ fn xsrq_pingpong_server_with_two_clients() {
     }
 }
 
+/// perftest over XRC (`-c XRC`): SEND, WRITE, READ and atomics, bandwidth
+/// and latency, on one device and across two.
+#[test]
+fn perftest_over_xrc() {
+    let _g = serial();
+    let progs = [
+        "ib_send_bw",
+        "ib_write_bw",
+        "ib_read_bw",
+        "ib_atomic_bw",
+        "ib_send_lat",
+        "ib_write_lat",
+        "ib_read_lat",
+        "ib_atomic_lat",
+    ];
+    let Some(a) = Dev::up("rxuxf", "127.0.7.1", &progs) else {
+        return;
+    };
+    let b = a.up_beside("rxuxg", "127.0.7.2");
+    let args = ["-x", "0", "-c", "XRC", "-n", "200"];
+    for (i, prog) in progs.iter().enumerate() {
+        for across in [false, true] {
+            let port = 19790 + 2 * i as u16 + u16::from(across);
+            let p = if across {
+                a.pair_across(&b, prog, port, &args, LIMIT)
+            } else {
+                a.pair(prog, port, &args, LIMIT)
+            };
+            p.expect_ok();
+            assert!(
+                p.client_stdout().contains("#bytes"),
+                "{prog} across={across}: no result table\n{}",
+                p.report()
+            );
+        }
+    }
+}
+
 /// The XRC object rules and errnos: shared and private domains, close
 /// EBUSY, SRQ types, XRC_RECV with a PD, post_recv on XRC QPs, and a
 /// send naming the wrong SRQ completing as a remote invalid request.

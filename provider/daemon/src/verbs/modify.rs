@@ -164,8 +164,20 @@ fn einval(msg: String) -> VerbsError {
     }
 }
 
+/// Attributes the kernel's uverbs drops from the mask of an XRC QP before
+/// checking it (`modify_qp_mask`): the responder's on an initiator, the
+/// requester's on a target. perftest's `-c XRC` passes them.
+fn xrc_ignored(t: QpType) -> u32 {
+    match t {
+        QpType::XrcSend => MAX_DEST_RD_ATOMIC | MIN_RNR_TIMER,
+        QpType::XrcRecv => MAX_QP_RD_ATOMIC | RETRY_CNT | RNR_RETRY,
+        _ => 0,
+    }
+}
+
 /// See [`super::check_modify_qp`].
 pub fn check(t: QpType, cur: u8, m: u32, a: &QpAttr) -> Result<tqp::QpAttr, VerbsError> {
+    let m = m & !xrc_ignored(t);
     if cur > ERR {
         return Err(einval(format!("QP is in invalid state {cur}")));
     }

@@ -648,3 +648,46 @@ proptest! {
         }
     }
 }
+
+/// The kernel's XRC_INI / XRC_TGT columns, with the attributes uverbs drops
+/// from an XRC QP's mask first: what ibv_xsrq_pingpong and perftest's
+/// `-c XRC` send.
+#[test]
+fn xrc_columns_as_the_kernel() {
+    use QpType::*;
+    let init = STATE | PKEY_INDEX | PORT | ACCESS_FLAGS;
+    let rtr = STATE | AV | PATH_MTU | DEST_QPN | RQ_PSN;
+    let rc_rtr = rtr | MAX_DEST_RD_ATOMIC | MIN_RNR_TIMER;
+    let rc_rts = STATE | TIMEOUT | RETRY_CNT | RNR_RETRY | SQ_PSN | MAX_QP_RD_ATOMIC;
+    let ok = [
+        (XrcSend, RESET, init, INIT),
+        (XrcSend, INIT, rtr, RTR),
+        // perftest: MAX_DEST_RD_ATOMIC and MIN_RNR_TIMER are dropped.
+        (XrcSend, INIT, rc_rtr, RTR),
+        (XrcSend, RTR, rc_rts, RTS),
+        (XrcRecv, RESET, init, INIT),
+        (XrcRecv, INIT, rc_rtr, RTR),
+        (XrcRecv, RTR, STATE | TIMEOUT | SQ_PSN, RTS),
+        // perftest: the requester's attributes are dropped.
+        (XrcRecv, RTR, rc_rts, RTS),
+    ];
+    for (t, cur, m, next) in ok {
+        assert_eq!(
+            check_modify_qp(t, cur, m, &good(cur, next)),
+            Ok(next),
+            "{t:?} {} -> {}",
+            state_name(cur),
+            state_name(next)
+        );
+    }
+    let refused = [
+        (XrcSend, INIT, rtr & !RQ_PSN, RTR),
+        (XrcSend, RTR, rc_rts & !RETRY_CNT, RTS),
+        (XrcRecv, INIT, rc_rtr & !MIN_RNR_TIMER, RTR),
+        (XrcRecv, RTR, STATE | SQ_PSN, RTS),
+    ];
+    for (t, cur, m, next) in refused {
+        let e = check_modify_qp(t, cur, m, &good(cur, next)).unwrap_err();
+        assert_eq!(e.errno, libc::EINVAL, "{t:?}: {e:?}");
+    }
+}
