@@ -66,6 +66,7 @@ mod config;
 pub mod endpoint;
 pub mod fault;
 pub mod gsi;
+mod loopback;
 pub mod mcast;
 mod run;
 pub mod spin;

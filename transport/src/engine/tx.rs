@@ -78,6 +78,25 @@ impl Out {
         icrc::fill_icrc(&ip, self.local.port(), self.peer_port, pkt).is_ok()
     }
 
+    /// Whether a packet to `dst` is for this very socket (its bound
+    /// address, and the port it sends to is its own): the destination of
+    /// the intra-device shortcut, else None. A wildcard-bound socket has
+    /// no single address of its own and never says yes.
+    pub fn own_dst(&mut self, dst: IpAddr) -> Option<IpAddr> {
+        let local = self.local_ip?;
+        if self.peer_port != self.local.port() {
+            return None;
+        }
+        let (dst_ip, _, _) = self.addresses(dst, None)?;
+        (dst_ip == local).then_some(local)
+    }
+
+    /// Fills in the ICRC of a packet from this socket to itself, as the
+    /// UDP path would for a datagram of its own (IPv4 ID 0).
+    pub fn seal_own(&self, pkt: &mut [u8], ip: IpAddr) -> bool {
+        self.seal(pkt, ip, ip, 0)
+    }
+
     /// Turns what `poll_transmit` wrote into slot `i` (the free slot) into
     /// a datagram or a segment of one; returns whether it was placed.
     /// `src_hint`: the source address for a wildcard-bound socket (the
