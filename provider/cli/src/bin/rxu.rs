@@ -48,6 +48,13 @@ enum Command {
         /// UDP port for RoCEv2.
         #[arg(long, default_value_t = cli::up::ROCE_PORT)]
         port: u16,
+        /// Send packets between QPs of this device through its UDP socket
+        /// too, instead of handing them over inside the daemon (the
+        /// intra-device shortcut, as the kernel's rxe_loopback). Captures
+        /// on the interface see such packets only with this switch;
+        /// `rxu stats` shows the path (loopback=1: shortcut).
+        #[arg(long)]
+        force_udp: bool,
     },
     /// Stop a device's daemon and remove its device node. Refused while
     /// programs have it open, unless --force.
@@ -107,11 +114,13 @@ fn main() -> ExitCode {
             addr,
             name,
             port,
+            force_udp,
         } => up_cmd(&UpOpts {
             name,
             netdev,
             addr,
             port,
+            force_udp,
         }),
         Command::Down { name, force, all } => {
             report("down", cli::down::run(&DownOpts { name, force, all }))

@@ -42,6 +42,9 @@ pub struct UpOpts {
     pub netdev: Option<String>,
     pub addr: Option<IpAddr>,
     pub port: u16,
+    /// Packets between QPs of the device go through its UDP socket too
+    /// (rxud `--force-udp`), not the intra-device shortcut.
+    pub force_udp: bool,
 }
 
 /// What the device will be, resolved from the options and the host.
@@ -292,6 +295,9 @@ fn daemon_args(opts: &UpOpts, plan: &Plan, sysfs: &Path, uverbs: u32) -> Vec<Str
     if opts.addr.is_none() {
         // --netdev alone: every address of the netdev.
         v.push("--all-addrs".into());
+    }
+    if opts.force_udp {
+        v.push("--force-udp".into());
     }
     v
 }
@@ -562,6 +568,7 @@ mod tests {
             netdev: netdev.map(Into::into),
             addr: addr.map(|a| a.parse().unwrap()),
             port: ROCE_PORT,
+            force_udp: false,
         }
     }
 
@@ -695,5 +702,8 @@ mod tests {
                 "3"
             ]
         );
+        o.force_udp = true;
+        let args = daemon_args(&o, &p, Path::new("/run/rxu/sysfs"), 3);
+        assert_eq!(args.last().map(String::as_str), Some("--force-udp"));
     }
 }

@@ -53,6 +53,11 @@ struct Args {
     /// rdma_cm: how often a REQ / REP / DREQ is retransmitted (kernel: 15).
     #[arg(long)]
     cm_retries: Option<u8>,
+    /// Send packets between QPs of this device through its UDP socket
+    /// too, instead of the intra-device shortcut (packet captures then see
+    /// them). Also on when the environment has RXU_FORCE_UDP=1.
+    #[arg(long)]
+    force_udp: bool,
 }
 
 fn main() -> ExitCode {
@@ -61,6 +66,7 @@ fn main() -> ExitCode {
     cfg.netdev = a.netdev;
     cfg.port = a.port;
     cfg.all_addrs = a.all_addrs;
+    cfg.force_udp = a.force_udp || env_on("RXU_FORCE_UDP");
     cfg.mtu = a.mtu;
     cfg.max_spin = Duration::from_micros(a.spin_us);
     cfg.node = a
@@ -81,4 +87,9 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A switch in the environment: set, and neither empty nor "0".
+fn env_on(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0")
 }

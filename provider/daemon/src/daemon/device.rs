@@ -176,10 +176,21 @@ impl Device {
             &self.objects,
             &self.endpoint,
             &self.engine_counters(),
+            self.driver.shortcut(),
             &self.port,
             &self.counters,
             &self.cm,
         )
+    }
+
+    /// Which path packets between this device's own QPs take, as the log
+    /// and `rxu stats` say it.
+    pub fn path_name(&self) -> &'static str {
+        if self.driver.shortcut() {
+            "intra-device shortcut on"
+        } else {
+            "all packets by UDP"
+        }
     }
 
     /// The endpoint's and the driver's counters together.
