@@ -24,7 +24,9 @@ struct Cli {
 enum Command {
     /// Print the RoCE packets of a pcap/pcapng capture, one line each, and
     /// check every ICRC. Exit status: 0 all good, 1 a RoCE packet has a bad
-    /// ICRC or does not parse, 2 the file cannot be read.
+    /// ICRC or does not parse, 2 the file cannot be read. Packets between
+    /// QPs of one device take the intra-device shortcut and are in no
+    /// capture unless the device is up with --force-udp.
     Decode {
         /// Capture file (pcap or pcapng; Ethernet, VLAN, SLL, SLL2, raw IP).
         file: PathBuf,
