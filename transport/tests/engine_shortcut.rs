@@ -46,7 +46,7 @@ fn sg(off: usize, len: usize, key: u32) -> Vec<Sge> {
 /// QP `a` WRITEs the source into the WRITE target and SENDs its first
 /// `MSG` bytes to QP `b`, one engine on `addr:port`.
 fn transfer(addr: &str, port: u16, loopback: bool, faults: Option<FaultConfig>) -> Outcome {
-    let mut e = engine(addr, |c| {
+    let e = engine(addr, |c| {
         c.port = port;
         c.peer_port = port;
         c.loopback = loopback;
@@ -56,6 +56,13 @@ fn transfer(addr: &str, port: u16, loopback: bool, faults: Option<FaultConfig>) 
             ..f
         });
     });
+    transfer_on(e, addr, false)
+}
+
+/// [`transfer`] on engine `e`, the QPs addressing each other at `addr`;
+/// `pin`: both send from `addr` (a wildcard-bound engine, as rxud pins
+/// each QP's source to its GID's address).
+fn transfer_on(mut e: Eng, addr: &str, pin: bool) -> Outcome {
     let src = Rng(7).bytes(PART);
     let mut mem = src.clone();
     mem.resize(3 * PART, 0);
@@ -70,6 +77,10 @@ fn transfer(addr: &str, port: u16, loopback: bool, faults: Option<FaultConfig>) 
     };
     connect(&mut e, a, QpType::Rc, Some((b, ip(addr))), &conn);
     connect(&mut e, b, QpType::Rc, Some((a, ip(addr))), &conn);
+    if pin {
+        e.set_qp_source(a, ip(addr)).unwrap();
+        e.set_qp_source(b, ip(addr)).unwrap();
+    }
     e.post_recv(
         b,
         RecvWqe {
@@ -107,7 +118,8 @@ fn transfer(addr: &str, port: u16, loopback: bool, faults: Option<FaultConfig>) 
         end.check(|| format!("transfer not done: {:?}", e.counters()));
         e.run_once(Some(Duration::from_millis(1))).unwrap();
         for c in e.poll_cq(SEND_CQ, 16) {
-            assert_eq!((c.status, c.wr_id), (WcStatus::Success, 1000), "{c:?}");
+            let what = format!("{addr}: {c:?} {:?}", e.counters());
+            assert_eq!((c.status, c.wr_id), (WcStatus::Success, 1000), "{what}");
             sent = true;
         }
         for c in e.poll_cq(RECV_CQ, 16) {
@@ -171,4 +183,40 @@ fn faults_apply_on_the_shortcut_and_rc_recovers_exactly() {
     // the losses were recovered by retransmission.
     assert!(c.icrc_errors > 0, "{what}");
     assert!(o.retransmitted > 0, "{what}");
+}
+
+/// A wildcard-bound engine (0.0.0.0 and [::] on lo, as `rxud --all-addrs`)
+/// takes the shortcut for the addresses it was told it serves, IPv4 and
+/// IPv6, and not before it was told.
+#[test]
+fn wildcard_engine_takes_the_shortcut_for_the_addresses_it_serves() {
+    let _g = heavy_lock();
+    let port = 4808;
+    let wild = |served: &[&str]| {
+        let mut e = engine("0.0.0.0", |c| {
+            c.port = port;
+            c.peer_port = port;
+            c.also_v6 = true;
+            c.bind_device = Some("lo".into());
+        });
+        if !served.is_empty() {
+            let addrs: Vec<_> = served.iter().map(|a| ip(a)).collect();
+            e.set_local_addrs(Some(&addrs));
+        }
+        e
+    };
+    for addr in ["127.0.0.84", "::1"] {
+        let o = transfer_on(wild(&["127.0.0.84", "::1"]), addr, true);
+        let c = o.c;
+        assert!(o.exact, "{addr}: bytes differ: {c:?}");
+        assert!(c.loop_sent_pkts > 0, "{addr}: {c:?}");
+        assert_eq!(c.loop_sent_pkts, c.sent_pkts, "{addr}: {c:?}");
+        assert_eq!((c.tx_syscalls, c.rx_syscalls), (0, 0), "{addr}: {c:?}");
+        assert_eq!(c.icrc_errors + c.not_local, 0, "{addr}: {c:?}");
+    }
+    // Not told which addresses it serves: all by UDP.
+    let o = transfer_on(wild(&[]), "127.0.0.84", true);
+    assert!(o.exact, "{:?}", o.c);
+    assert_eq!(o.c.loop_sent_pkts, 0, "{:?}", o.c);
+    assert!(o.c.tx_syscalls > 0, "{:?}", o.c);
 }

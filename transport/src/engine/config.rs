@@ -58,7 +58,8 @@ pub struct EngineConfig {
     /// driver's own address and port is handed to its own receive path
     /// without a socket, built, sealed and checked as on the wire (see
     /// [`UdpDriver`]). Off: every packet goes through the UDP socket.
-    /// Never used by a wildcard-bound driver.
+    /// A wildcard-bound driver uses it for the addresses it is told it
+    /// serves ([`UdpDriver::set_local_addrs`]).
     pub loopback: bool,
 }
 

@@ -13,25 +13,28 @@
 //! Dropping instead would lose UC and UD messages the UDP path, with its
 //! large socket buffer, delivers.
 
-/// A ring of packet slots.
-pub(crate) struct LoopQueue {
+/// A ring of packet slots, each with a tag of the sender's (the addresses
+/// the packet went between).
+pub(crate) struct LoopQueue<T: Copy + Default> {
     data: Vec<u8>,
     slot: usize,
     lens: Vec<usize>,
+    tags: Vec<T>,
     /// Oldest packet.
     head: usize,
     /// Packets queued.
     len: usize,
 }
 
-impl LoopQueue {
+impl<T: Copy + Default> LoopQueue<T> {
     /// `slots` packets of at most `slot` bytes each.
-    pub fn new(slots: usize, slot: usize) -> LoopQueue {
+    pub fn new(slots: usize, slot: usize) -> LoopQueue<T> {
         let slots = slots.max(1);
         LoopQueue {
             data: vec![0; slots * slot],
             slot,
             lens: vec![0; slots],
+            tags: vec![T::default(); slots],
             head: 0,
             len: 0,
         }
@@ -49,15 +52,17 @@ impl LoopQueue {
         self.len == self.lens.len()
     }
 
-    /// Appends a copy of `pkt`; returns its index for [`LoopQueue::get_mut`],
-    /// None when the queue is full or the packet too large.
-    pub fn push(&mut self, pkt: &[u8]) -> Option<usize> {
+    /// Appends a copy of `pkt` with its tag; returns its index for
+    /// [`LoopQueue::get_mut`], None when the queue is full or the packet
+    /// too large.
+    pub fn push(&mut self, pkt: &[u8], tag: T) -> Option<usize> {
         if self.is_full() || pkt.len() > self.slot {
             return None;
         }
         let i = (self.head + self.len) % self.lens.len();
         self.data[i * self.slot..i * self.slot + pkt.len()].copy_from_slice(pkt);
         self.lens[i] = pkt.len();
+        self.tags[i] = tag;
         self.len += 1;
         Some(i)
     }
@@ -68,14 +73,18 @@ impl LoopQueue {
         Some(&mut self.data[i * self.slot..i * self.slot + len])
     }
 
-    /// The oldest packet, handed to `f`, then removed; false when empty.
-    pub fn pop_with(&mut self, f: impl FnOnce(&mut [u8])) -> bool {
+    /// The oldest packet and its tag, handed to `f`, then removed; false
+    /// when empty.
+    pub fn pop_with(&mut self, f: impl FnOnce(T, &mut [u8])) -> bool {
         if self.len == 0 {
             return false;
         }
         let i = self.head;
         let len = self.lens[i];
-        f(&mut self.data[i * self.slot..i * self.slot + len]);
+        f(
+            self.tags[i],
+            &mut self.data[i * self.slot..i * self.slot + len],
+        );
         self.head = (i + 1) % self.lens.len();
         self.len -= 1;
         true
@@ -88,24 +97,29 @@ mod tests {
 
     #[test]
     fn fifo_bounded_and_wraps() {
-        let mut q = LoopQueue::new(3, 8);
+        let mut q = LoopQueue::<u8>::new(3, 8);
         assert!(q.is_empty());
-        assert_eq!(q.push(&[1]), Some(0));
-        assert_eq!(q.push(&[2, 2]), Some(1));
-        assert_eq!(q.push(&[3; 9]), None, "larger than a slot");
-        assert_eq!(q.push(&[3, 3, 3]), Some(2));
+        assert_eq!(q.push(&[1], 10), Some(0));
+        assert_eq!(q.push(&[2, 2], 20), Some(1));
+        assert_eq!(q.push(&[3; 9], 0), None, "larger than a slot");
+        assert_eq!(q.push(&[3, 3, 3], 30), Some(2));
         assert!(q.is_full());
-        assert_eq!(q.push(&[4]), None, "full: refused, not grown");
+        assert_eq!(q.push(&[4], 0), None, "full: refused, not grown");
         q.get_mut(1).unwrap()[0] = 7;
         let mut seen = Vec::new();
-        assert!(q.pop_with(|p| seen.push(p.to_vec())));
-        assert_eq!(q.push(&[5; 4]), Some(0), "wrapped into the freed slot");
-        while q.pop_with(|p| seen.push(p.to_vec())) {}
+        assert!(q.pop_with(|t, p| seen.push((t, p.to_vec()))));
+        assert_eq!(q.push(&[5; 4], 50), Some(0), "wrapped into the freed slot");
+        while q.pop_with(|t, p| seen.push((t, p.to_vec()))) {}
         assert_eq!(
             seen,
-            vec![vec![1], vec![7, 2], vec![3, 3, 3], vec![5, 5, 5, 5]]
+            vec![
+                (10, vec![1]),
+                (20, vec![7, 2]),
+                (30, vec![3, 3, 3]),
+                (50, vec![5, 5, 5, 5])
+            ]
         );
         assert!(q.is_empty());
-        assert!(!q.pop_with(|_| panic!("empty")));
+        assert!(!q.pop_with(|_, _| panic!("empty")));
     }
 }

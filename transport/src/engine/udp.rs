@@ -96,12 +96,59 @@ pub struct UdpDriver {
 }
 
 /// The shortcut's queue, the part of it taken by the last
-/// [`UdpDriver::recv`], and the metadata a datagram from the socket to
-/// itself would carry.
+/// [`UdpDriver::recv`], the addresses that come back to the driver, and
+/// what recvmsg would report of a datagram from the socket to itself.
 struct Shortcut {
-    q: LoopQueue,
+    q: LoopQueue<Hop>,
     pending: usize,
-    meta: RecvMeta,
+    /// The bound address, or for a wildcard-bound driver the addresses it
+    /// was told it serves ([`UdpDriver::set_local_addrs`]; none at first).
+    own: Vec<IpAddr>,
+    wildcard: bool,
+    rep: Report,
+}
+
+/// What the sockets would report of a datagram to themselves.
+struct Report {
+    port: u16,
+    /// Report TOS / TTL / flow label, as `recv_tos_ttl` asks.
+    tos_ttl: bool,
+    /// The sockets' unicast TTL / hop limit: the IPv4 (or only) socket's,
+    /// the IPv6 side's.
+    ttl: u8,
+    ttl6: Option<u8>,
+}
+
+/// The addresses a packet on the shortcut went between.
+#[derive(Clone, Copy)]
+struct Hop {
+    src: IpAddr,
+    dst: IpAddr,
+}
+
+impl Default for Hop {
+    fn default() -> Self {
+        let any = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+        Hop { src: any, dst: any }
+    }
+}
+
+impl Report {
+    /// What the socket would have said about a datagram of `hop`: TOS 0,
+    /// the socket's own TTL, IPv6 flow label 0 (never set).
+    fn meta(&self, hop: Hop) -> RecvMeta {
+        let v6 = hop.dst.is_ipv6();
+        let ttl = self.ttl6.filter(|_| v6).unwrap_or(self.ttl);
+        RecvMeta {
+            src: SocketAddr::new(hop.src, self.port),
+            dst: Some(hop.dst),
+            dst_port: self.port,
+            tos: self.tos_ttl.then_some(0),
+            ttl: self.tos_ttl.then_some(ttl),
+            flow_label: (self.tos_ttl && v6).then_some(0),
+            seg: 0,
+        }
+    }
 }
 
 impl UdpDriver {
@@ -170,25 +217,23 @@ impl UdpDriver {
             _ => None,
         }
         .filter(|&via| sys::set_multicast_send(fd, via, MCAST_TTL).is_ok());
-        let lo = (cfg.loopback && !wildcard && cfg.peer_port == local.port()).then(|| {
-            // What recvmsg would report for a datagram from the socket to
-            // itself: its own address and port both ways, TOS 0, the
-            // socket's unicast TTL, IPv6 flow label 0 (never set).
-            let rep = cfg.recv_tos_ttl;
-            let ttl = sys::unicast_hops(fd, v6).unwrap_or(64);
-            Shortcut {
-                q: LoopQueue::new(tx_slots, TX_SLOT),
-                pending: 0,
-                meta: RecvMeta {
-                    src: local,
-                    dst: Some(local.ip()),
-                    dst_port: local.port(),
-                    tos: rep.then_some(0),
-                    ttl: rep.then_some(ttl),
-                    flow_label: (rep && v6).then_some(0),
-                    seg: 0,
-                },
-            }
+        let lo = (cfg.loopback && cfg.peer_port == local.port()).then(|| Shortcut {
+            q: LoopQueue::new(tx_slots, TX_SLOT),
+            pending: 0,
+            own: if wildcard {
+                Vec::new()
+            } else {
+                vec![local.ip()]
+            },
+            wildcard,
+            rep: Report {
+                port: local.port(),
+                tos_ttl: cfg.recv_tos_ttl,
+                ttl: sys::unicast_hops(fd, v6).unwrap_or(64),
+                ttl6: v6side
+                    .as_ref()
+                    .map(|s| sys::unicast_hops(s.sock.as_raw_fd(), true).unwrap_or(64)),
+            },
         });
         Ok(UdpDriver {
             lo,
@@ -229,9 +274,20 @@ impl UdpDriver {
     }
 
     /// Whether the intra-device shortcut is in use (asked for, and the
-    /// driver bound to one address and sending to its own port).
+    /// driver sending to its own port; a wildcard-bound driver uses it for
+    /// the addresses of [`UdpDriver::set_local_addrs`]).
     pub fn shortcut(&self) -> bool {
         self.lo.is_some()
+    }
+
+    /// A wildcard-bound driver: the local addresses the device serves (as
+    /// [`super::Endpoint::set_local_addrs`]), which packets to come back
+    /// by the shortcut. A driver bound to one address keeps that one.
+    pub fn set_local_addrs(&mut self, addrs: Option<&[IpAddr]>) {
+        if let Some(l) = self.lo.as_mut().filter(|l| l.wildcard) {
+            l.own.clear();
+            l.own.extend_from_slice(addrs.unwrap_or_default());
+        }
     }
 
     /// Packets on the shortcut wait for the next [`UdpDriver::recv`].
@@ -296,12 +352,12 @@ impl UdpDriver {
         if let Some(l) = &mut self.lo {
             let c = &mut self.counters;
             for _ in 0..std::mem::take(&mut l.pending) {
-                let meta = &l.meta;
-                l.q.pop_with(|p| {
+                let rep = &l.rep;
+                l.q.pop_with(|hop, p| {
                     c.rcvd_pkts += 1;
                     c.rcvd_bytes += p.len() as u64;
                     c.loop_rcvd_pkts += 1;
-                    handle(meta, p);
+                    handle(&rep.meta(hop), p);
                 });
                 n += 1;
             }
@@ -428,7 +484,7 @@ impl UdpDriver {
             tx: &mut self.tx,
             out: &mut self.out,
             v6: self.v6.as_mut(),
-            lo: self.lo.as_mut().map(|l| &mut l.q),
+            lo: self.lo.as_mut(),
             counters: &mut self.counters,
             last: None,
         });
@@ -586,7 +642,7 @@ pub struct TxBatch<'a> {
     tx: &'a mut sys::SendBufs,
     out: &'a mut Out,
     v6: Option<&'a mut V6Side>,
-    lo: Option<&'a mut LoopQueue>,
+    lo: Option<&'a mut Shortcut>,
     counters: &'a mut EngineCounters,
     /// Where the last committed packet went.
     last: Option<Last>,
@@ -615,18 +671,23 @@ impl TxBatch<'_> {
                 };
                 Some(&mut tx.slot_mut(slot)[..len])
             }
-            Last::Loop(i) => self.lo.as_mut()?.get_mut(i),
+            Last::Loop(i) => self.lo.as_mut()?.q.get_mut(i),
         }
     }
 
-    /// Hands the packet in send slot `i` to the shortcut if it goes to
-    /// the own address and port; returns whether it did (counted as sent
-    /// or as a send error).
-    fn shortcut(&mut self, i: usize, t: Transmit) -> bool {
-        let Some(q) = self.lo.as_deref_mut() else {
+    /// Hands the packet in send slot `i` to the shortcut if it comes back
+    /// to this driver (its own port, an address it serves); returns
+    /// whether it did (counted as sent or as a send error).
+    fn shortcut(&mut self, i: usize, t: Transmit, src: Option<IpAddr>) -> bool {
+        let Some(l) = self.lo.as_deref_mut() else {
             return false;
         };
-        let Some(ip) = self.out.own_dst(t.dst) else {
+        // The socket the UDP path would take.
+        let out = match &mut self.v6 {
+            Some(v) if t.dst.is_ipv6() => &mut v.out,
+            _ => &mut *self.out,
+        };
+        let Some((s, d)) = out.own_dst(t.dst, src, &l.own) else {
             return false;
         };
         let c = &mut *self.counters;
@@ -635,11 +696,11 @@ impl TxBatch<'_> {
             return true;
         }
         let pkt = &mut self.tx.slot_mut(i)[..t.len];
-        if !self.out.seal_own(pkt, ip) {
+        if !out.seal_own(pkt, s, d) {
             c.send_errors += 1;
         }
         // Room was checked by has_room before the QP built the packet.
-        match q.push(pkt) {
+        match l.q.push(pkt, Hop { src: s, dst: d }) {
             Some(j) => {
                 c.sent_pkts += 1;
                 c.sent_bytes += t.len as u64;
@@ -662,7 +723,7 @@ impl TransmitSink for TxBatch<'_> {
         // destination is known only once the QP made it.
         !self.tx.is_full()
             && !self.v6.as_ref().is_some_and(|v| v.tx.is_full())
-            && !self.lo.as_ref().is_some_and(|q| q.is_full())
+            && !self.lo.as_ref().is_some_and(|l| l.q.is_full())
     }
 
     fn buffer(&mut self) -> Option<&mut [u8]> {
@@ -679,7 +740,7 @@ impl TransmitSink for TxBatch<'_> {
             self.counters.send_errors += 1;
             return;
         };
-        if self.shortcut(i, t) {
+        if self.shortcut(i, t, src) {
             return;
         }
         match &mut self.v6 {

@@ -88,8 +88,8 @@ pub(super) fn stats(
         counter("tx_full", e.tx_full),
         counter("tx_paused", e.tx_paused),
         // The intra-device shortcut: 1 when packets between QPs of this
-        // device skip the socket (0: forced UDP, or a wildcard-bound
-        // device); what took it, counted in sent/rcvd_pkts too.
+        // device skip the socket (0: --force-udp); what took it, counted
+        // in sent/rcvd_pkts too.
         counter("loopback", u64::from(shortcut)),
         counter("loopback_sent_pkts", e.loop_sent_pkts),
         counter("loopback_rcvd_pkts", e.loop_rcvd_pkts),

@@ -132,6 +132,7 @@ impl Device {
         if self.port.all_addrs() {
             // Packets to an address that is no GID (any more) are not ours.
             self.endpoint.set_local_addrs(Some(self.port.addrs()));
+            self.driver.set_local_addrs(Some(self.port.addrs()));
         }
         if c.gids_changed {
             self.cm.set_local_addrs(&self.port);
