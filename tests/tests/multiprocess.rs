@@ -566,14 +566,15 @@ impl Capture {
 /// and between the MRs) unchanged; allowed accesses still work. And the
 /// server's keys used as lkeys in the client's SGEs: IBV_WC_LOC_PROT_ERR,
 /// nothing on the wire, the server's memory untouched. The device runs
-/// with --force-udp: the NAKs are checked in a capture on lo, which sees
-/// nothing of the intra-device shortcut.
+/// with RXU_FORCE_UDP=1 (as --force-udp): the NAKs are checked in a
+/// capture on lo, which sees nothing of the intra-device shortcut.
 #[test]
 fn remote_access_violations_refused() {
     let _g = serial();
     let d = Daemon::spawn("rxmpv", addr(40))
-        .args(&["--force-udp"])
+        .env("RXU_FORCE_UDP", "1")
         .start();
+    assert_eq!(d.counter("loopback"), 0, "RXU_FORCE_UDP=1");
     let cap = Capture::start(d.addr, "violate");
     let p = run_pair(
         "violate",
