@@ -58,6 +58,10 @@ struct Args {
     /// them). Also on when the environment has RXU_FORCE_UDP=1.
     #[arg(long)]
     force_udp: bool,
+    /// Serve verbs clients of every user (control socket 0666, as the
+    /// kernel's uverbs nodes); only the daemon's user or root may stop it.
+    #[arg(long)]
+    all_users: bool,
 }
 
 fn main() -> ExitCode {
@@ -67,6 +71,7 @@ fn main() -> ExitCode {
     cfg.port = a.port;
     cfg.all_addrs = a.all_addrs;
     cfg.force_udp = a.force_udp || env_on("RXU_FORCE_UDP");
+    cfg.all_users = a.all_users;
     cfg.mtu = a.mtu;
     cfg.max_spin = Duration::from_micros(a.spin_us);
     cfg.node = a

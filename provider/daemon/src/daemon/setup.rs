@@ -43,6 +43,9 @@ pub struct Config {
     /// Send packets between QPs of this device through the UDP socket
     /// too, not the intra-device shortcut (`--force-udp`).
     pub force_udp: bool,
+    /// Serve clients of every user (socket 0666, as the kernel's
+    /// /dev/infiniband/uverbsN); else only the daemon's user and root.
+    pub all_users: bool,
 }
 
 impl Config {
@@ -58,6 +61,7 @@ impl Config {
             all_addrs: false,
             cm_timing: rxu_cm::engine::CmTiming::default(),
             force_udp: false,
+            all_users: false,
         }
     }
 }
@@ -275,7 +279,7 @@ impl RuntimeFiles {
 
     /// Creates the runtime directory, the control socket (after
     /// [`RuntimeFiles::check_not_running`]) and the pid file.
-    pub fn create(name: &str) -> Result<RuntimeFiles, DaemonError> {
+    pub fn create(name: &str, all_users: bool) -> Result<RuntimeFiles, DaemonError> {
         let dir = paths::runtime_dir();
         let io_err = |what: String| move |source: io::Error| DaemonError::Io { what, source };
         std::fs::DirBuilder::new()
@@ -288,6 +292,11 @@ impl RuntimeFiles {
         let pid = paths::pid_path(name);
         let listener = sys::listen_seqpacket(&socket)
             .map_err(io_err(format!("listening on {}", socket.display())))?;
+        if all_users {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))
+                .map_err(io_err(format!("chmod {}", socket.display())))?;
+        }
         let files = RuntimeFiles {
             socket,
             pid,
