@@ -57,9 +57,9 @@ pub struct EngineConfig {
     /// The intra-device shortcut (on by default): a packet to the
     /// driver's own address and port is handed to its own receive path
     /// without a socket, built, sealed and checked as on the wire (see
-    /// [`UdpDriver`]). Off: every packet goes through the UDP socket.
+    /// [`crate::engine::UdpDriver`]). Off: every packet goes through the UDP socket.
     /// A wildcard-bound driver uses it for the addresses it is told it
-    /// serves ([`UdpDriver::set_local_addrs`]).
+    /// serves ([`crate::engine::UdpDriver::set_local_addrs`]).
     pub loopback: bool,
 }
 
