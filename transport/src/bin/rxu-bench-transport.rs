@@ -33,7 +33,8 @@
 //! too. The other raw figure follows as context (`udp_raw_plain_4k_gbps`,
 //! `ratio_vs_plain`, or the `_gso_gro_` pair with `--no-offload`), then
 //! which offloads the engine used. `--no-raw-offload` skips the raw
-//! GSO+GRO run (then `ratio` is missing when the engine uses offloads).
+//! GSO+GRO run (then `ratio` is missing when the engine uses offloads),
+//! `--no-raw-plain` the raw run without offloads.
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -66,6 +67,8 @@ struct Opts {
     offload: bool,
     /// Also measure raw UDP with GSO+GRO.
     raw_offload: bool,
+    /// Also measure raw UDP without offloads.
+    raw_plain: bool,
     only: Option<String>,
     /// Engine spin limit (default: the engine's).
     spin_us: Option<u64>,
@@ -92,6 +95,7 @@ fn parse() -> Result<Opts, String> {
         inflight: 64,
         offload: true,
         raw_offload: true,
+        raw_plain: true,
         only: None,
         spin_us: None,
         window: None,
@@ -120,6 +124,7 @@ fn parse() -> Result<Opts, String> {
             "--port" => o.port = num(val()?)? as u16,
             "--no-offload" => o.offload = false,
             "--no-raw-offload" => o.raw_offload = false,
+            "--no-raw-plain" => o.raw_plain = false,
             "--only" => o.only = Some(val()?),
             "--spin-us" => o.spin_us = Some(num(val()?)? as u64),
             "--window" => o.window = Some(num(val()?)? as u32),
@@ -130,7 +135,7 @@ fn parse() -> Result<Opts, String> {
             "--b" => o.b = val()?.parse().map_err(|e| format!("--b: {e}"))?,
             "-h" | "--help" => {
                 return Err("usage: rxu-bench-transport [--secs S] [--rounds N] [--batch B] [--msg BYTES] \
-                     [--inflight N] [--no-offload] [--no-raw-offload] [--only raw|rc] [--spin-us US] [--window PSNS] [--region BYTES] [--a ADDR] [--b ADDR] [--port P] [--pkt BYTES] [--payload BYTES]"
+                     [--inflight N] [--no-offload] [--no-raw-offload] [--no-raw-plain] [--only raw|rc] [--spin-us US] [--window PSNS] [--region BYTES] [--a ADDR] [--b ADDR] [--port P] [--pkt BYTES] [--payload BYTES]"
                     .into())
             }
             _ => return Err(format!("unknown option {flag}")),
@@ -497,14 +502,16 @@ fn main() {
     };
     for round in 0..o.rounds.max(1) {
         if o.only.as_deref() != Some("rc") {
-            let r = raw_udp(&o, false).unwrap_or_else(|e| fail("raw udp", e));
-            eprintln!(
-                "round {round}: udp_raw_4k_gbps={:.3} (pkt {} B, {:.3} Mpps)",
-                gbps(r),
-                o.pkt,
-                r / 1e6
-            );
-            best(&mut best_raw, r);
+            if o.raw_plain {
+                let r = raw_udp(&o, false).unwrap_or_else(|e| fail("raw udp", e));
+                eprintln!(
+                    "round {round}: udp_raw_4k_gbps={:.3} (pkt {} B, {:.3} Mpps)",
+                    gbps(r),
+                    o.pkt,
+                    r / 1e6
+                );
+                best(&mut best_raw, r);
+            }
             if o.raw_offload {
                 let r = raw_udp(&o, true).unwrap_or_else(|e| fail("raw udp gso/gro", e));
                 eprintln!(
