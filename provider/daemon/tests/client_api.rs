@@ -369,6 +369,8 @@ fn reset_drops_the_qps_unpolled_completions() {
         };
         qp.modify(&attr, qp_attr_mask::STATE).unwrap();
     };
+    // RESET -> ERR is refused as the kernel refuses it: through INIT.
+    x.to_init(&ConnectOpts::default()).unwrap();
     to(&x, QpState::Err);
     let settle = || std::thread::sleep(Duration::from_millis(100));
     let write = |id| SendWr::write(id, &[], 0, 0).signaled();

@@ -48,6 +48,10 @@ enum Command {
         /// UDP port for RoCEv2.
         #[arg(long, default_value_t = cli::up::ROCE_PORT)]
         port: u16,
+        /// Serve only this user (and root). Without it a device root
+        /// brings up serves every user, as the kernel's uverbs nodes do.
+        #[arg(long)]
+        owner_only: bool,
     },
     /// Stop a device's daemon and remove its device node. Refused while
     /// programs have it open, unless --force.
@@ -67,6 +71,17 @@ enum Command {
     Env,
     /// Show each device: addresses, netdev, state, daemon, clients and QPs.
     Status,
+    /// Run a command where /sys/class/infiniband, /sys/class/infiniband_verbs
+    /// and /sys/class/misc/rdma_cm show rxu's devices beside the kernel's
+    /// (a private mount namespace), with rxu's environment: for tools that
+    /// read /sys directly. rxu exec -- ibdev2netdev
+    Exec {
+        /// The command and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<std::ffi::OsString>,
+    },
+    /// `rxu exec` of $SHELL: an interactive shell with that view.
+    Shell,
     /// One line per device in ibdev2netdev's form: `rxu0 port 1 ==> lo (Up)`.
     /// (Installed as `ibdev2netdev` — a symlink to rxu — it answers as that
     /// script does, for device managers that run it.)
@@ -107,17 +122,21 @@ fn main() -> ExitCode {
             addr,
             name,
             port,
+            owner_only,
         } => up_cmd(&UpOpts {
             name,
             netdev,
             addr,
             port,
+            owner_only,
         }),
         Command::Down { name, force, all } => {
             report("down", cli::down::run(&DownOpts { name, force, all }))
         }
         Command::Env => env_cmd(),
         Command::Status => status_cmd(),
+        Command::Exec { command } => exec_cmd(&command),
+        Command::Shell => exec_cmd(&cli::exec::shell_argv()),
         Command::Ibdev2netdev { verbose: _ } => ibdev2netdev_cmd(),
         Command::Stats {
             name,
@@ -165,6 +184,22 @@ fn env_cmd() -> ExitCode {
         return ExitCode::from(1);
     }
     report("env", print_stdout(&exports(&cli::env::export_lines())))
+}
+
+fn exec_cmd(argv: &[std::ffi::OsString]) -> ExitCode {
+    match cli::exec::exec(argv) {
+        Ok(never) => match never {},
+        Err(e) => {
+            eprintln!("rxu exec: {e}");
+            // As env(1): 126 found but not run, 127 not found.
+            match &e {
+                CliError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                    ExitCode::from(127)
+                }
+                _ => ExitCode::from(126),
+            }
+        }
+    }
 }
 
 fn status_cmd() -> ExitCode {

@@ -36,8 +36,19 @@ pub fn run(opts: &DownOpts) -> Result<()> {
             Err(CliError::NotUp(opts.name.clone()))
         };
     }
-    let _lock = RuntimeLock::acquire(&rt, LOCK_TIMEOUT)
-        .map_err(CliError::io(format!("locking {}", rt.display())))?;
+    let _lock = RuntimeLock::acquire(&rt, LOCK_TIMEOUT).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            // Another user's devices (root's serve everyone): using them
+            // is allowed, stopping them is not.
+            CliError::Usage(format!(
+                "the devices in {} belong to another user: only that user \
+                 (or root) may take them down",
+                rt.display()
+            ))
+        } else {
+            CliError::io(format!("locking {}", rt.display()))(e)
+        }
+    })?;
     if !opts.all {
         return down_one(&opts.name, opts.force);
     }

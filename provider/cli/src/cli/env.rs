@@ -23,6 +23,14 @@ pub const INSTALLED_DRIVER_FILE: &str = "/etc/libibverbs.d/rxu.driver";
 
 /// `export NAME=value` lines, in a fixed order.
 pub fn export_lines() -> Vec<String> {
+    vars()
+        .into_iter()
+        .map(|(k, v)| format!("export {k}={}", shell_quote(&v)))
+        .collect()
+}
+
+/// The variables and their values, in a fixed order.
+pub fn vars() -> Vec<(&'static str, String)> {
     let mut vars = vec![(
         "SYSFS_PATH",
         paths::sysfs_root().to_string_lossy().into_owned(),
@@ -42,9 +50,7 @@ pub fn export_lines() -> Vec<String> {
         let existing = std::env::var("LD_PRELOAD").ok();
         vars.push(("LD_PRELOAD", preload_value(existing.as_deref(), &ucma)));
     }
-    vars.into_iter()
-        .map(|(k, v)| format!("export {k}={}", shell_quote(&v)))
-        .collect()
+    vars
 }
 
 /// Whether clients must be told the runtime directory: when it was chosen

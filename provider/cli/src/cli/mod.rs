@@ -1,5 +1,5 @@
 //! The `rxu` tool's device management: `up`, `down`, `env`, `status`,
-//! `stats`. Each subcommand is a function returning a [`CliError`] whose
+//! `stats`, and `exec`/`shell` (a /sys view with rxu's devices). Each subcommand is a function returning a [`CliError`] whose
 //! message tells the user what went wrong and what to do; `bin/rxu.rs`
 //! only parses arguments and prints.
 //!
@@ -13,6 +13,7 @@ pub mod admin;
 pub mod devices;
 pub mod down;
 pub mod env;
+pub mod exec;
 mod lock;
 pub mod metrics;
 pub mod netif;

@@ -42,6 +42,17 @@ pub struct UpOpts {
     pub netdev: Option<String>,
     pub addr: Option<IpAddr>,
     pub port: u16,
+    /// Serve only the user who brought the device up (and root); by
+    /// default a device root brings up serves every user, as the kernel's
+    /// uverbs nodes (0666) do, and a user's device only that user.
+    pub owner_only: bool,
+}
+
+impl UpOpts {
+    /// Whether the daemon serves clients of every user.
+    pub fn all_users(&self) -> bool {
+        super::is_root() && !self.owner_only
+    }
 }
 
 /// What the device will be, resolved from the options and the host.
@@ -292,6 +303,9 @@ fn daemon_args(opts: &UpOpts, plan: &Plan, sysfs: &Path, uverbs: u32) -> Vec<Str
     if opts.addr.is_none() {
         // --netdev alone: every address of the netdev.
         v.push("--all-addrs".into());
+    }
+    if opts.all_users() {
+        v.push("--all-users".into());
     }
     v
 }
@@ -562,6 +576,7 @@ mod tests {
             netdev: netdev.map(Into::into),
             addr: addr.map(|a| a.parse().unwrap()),
             port: ROCE_PORT,
+            owner_only: false,
         }
     }
 
@@ -582,7 +597,14 @@ mod tests {
         let want: Vec<IpAddr> = vec!["127.0.0.1".parse().unwrap(), "::1".parse().unwrap()];
         assert_eq!(l.addrs, want);
         let args = daemon_args(&opts(Some("eth0"), None), &p, Path::new("/s"), 0);
-        assert_eq!(args.last().map(String::as_str), Some("--all-addrs"));
+        assert!(args.iter().any(|a| a == "--all-addrs"), "{args:?}");
+        // Root's devices serve every user unless --owner-only.
+        let all = args.iter().any(|a| a == "--all-users");
+        assert_eq!(all, crate::cli::is_root(), "{args:?}");
+        let mut owner = opts(Some("eth0"), None);
+        owner.owner_only = true;
+        let args = daemon_args(&owner, &p, Path::new("/s"), 0);
+        assert!(!args.iter().any(|a| a == "--all-users"), "{args:?}");
         assert_eq!(format::guid(p.node_guid), "0211:22ff:fe33:4455");
         // rxud derives the same GUID from the MAC whatever the address.
         let by_addr = plan_of(&opts(None, Some("10.0.0.6"))).unwrap();
@@ -676,6 +698,7 @@ mod tests {
         let p = plan_of(&opts(None, Some("127.0.0.2"))).unwrap();
         let mut o = opts(None, Some("127.0.0.2"));
         o.port = 5000;
+        o.owner_only = true;
         assert_eq!(
             daemon_args(&o, &p, Path::new("/run/rxu/sysfs"), 3),
             [

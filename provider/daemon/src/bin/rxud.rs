@@ -53,6 +53,10 @@ struct Args {
     /// rdma_cm: how often a REQ / REP / DREQ is retransmitted (kernel: 15).
     #[arg(long)]
     cm_retries: Option<u8>,
+    /// Serve verbs clients of every user (control socket 0666, as the
+    /// kernel's uverbs nodes); only the daemon's user or root may stop it.
+    #[arg(long)]
+    all_users: bool,
 }
 
 fn main() -> ExitCode {
@@ -61,6 +65,7 @@ fn main() -> ExitCode {
     cfg.netdev = a.netdev;
     cfg.port = a.port;
     cfg.all_addrs = a.all_addrs;
+    cfg.all_users = a.all_users;
     cfg.mtu = a.mtu;
     cfg.max_spin = Duration::from_micros(a.spin_us);
     cfg.node = a

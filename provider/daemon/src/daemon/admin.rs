@@ -188,6 +188,12 @@ pub(super) fn shutdown(objects: &mut Objects, id: u32, admin: bool, force: bool)
     if !admin {
         return refuse(libc::EPERM, "only an admin connection may stop the daemon");
     }
+    if objects.session(id).is_some_and(|s| s.other_user) {
+        return refuse(
+            libc::EPERM,
+            "only the daemon's user (or root) may stop the daemon",
+        );
+    }
     let apps: Vec<u32> = objects
         .sessions()
         .filter(|s| s.ready && !s.admin && s.id != id)

@@ -78,6 +78,13 @@ impl Device {
         id
     }
 
+    /// Marks client `id` as another user's (see `Session::other_user`).
+    pub fn mark_other_user(&mut self, id: u32) {
+        if let Ok(s) = self.objects.session_mut(id) {
+            s.other_user = true;
+        }
+    }
+
     /// A client's connection closed: destroy everything it owned. Its
     /// QPs vanish from the wire, so their peers (local or remote) see
     /// their retries run out, not a hang.

@@ -71,6 +71,8 @@ pub struct Daemon {
     spin: Spin,
     stop: bool,
     euid: u32,
+    /// Clients of other users are served (Config::all_users).
+    all_users: bool,
 }
 
 impl Daemon {
@@ -79,6 +81,7 @@ impl Daemon {
         files: RuntimeFiles,
         signals: OwnedFd,
         max_spin: Duration,
+        all_users: bool,
     ) -> std::io::Result<Daemon> {
         let epoll = Epoll::new()?;
         epoll.add(files.listener.as_fd(), T_LISTEN)?;
@@ -108,6 +111,7 @@ impl Daemon {
             stop: false,
             // SAFETY: geteuid has no preconditions and cannot fail.
             euid: unsafe { libc::geteuid() },
+            all_users,
         })
     }
 
@@ -235,12 +239,17 @@ impl Daemon {
                     continue;
                 }
             };
-            // The socket is 0600; this is a second line of defence.
-            if cred.uid != self.euid && cred.uid != 0 {
+            // The socket is 0600 unless all users are served; this is a
+            // second line of defence.
+            let other_user = cred.uid != self.euid && cred.uid != 0;
+            if other_user && !self.all_users {
                 warning!("refusing pid {} of uid {}", cred.pid, cred.uid);
                 continue;
             }
             let id = self.dev.connect(cred.pid);
+            if other_user {
+                self.dev.mark_other_user(id);
+            }
             if let Err(e) = self.epoll.add(sock.as_fd(), T_CTL | u64::from(id)) {
                 warning!("epoll add: {e}");
                 self.dev.disconnect(id);

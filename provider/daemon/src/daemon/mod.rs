@@ -101,7 +101,7 @@ pub fn run(cfg: Config) -> Result<(), DaemonError> {
     dev.set_cm_timing(cfg.cm_timing);
     // The port by the same rule rtnetlink events are judged by later.
     dev.refresh_port(false);
-    let files = setup::RuntimeFiles::create(&cfg.name)?;
+    let files = setup::RuntimeFiles::create(&cfg.name, cfg.all_users)?;
     info!(
         "device {} on {}:{} (netdev {}, MTU {}, port MTU {} bytes)",
         cfg.name,
@@ -111,12 +111,12 @@ pub fn run(cfg: Config) -> Result<(), DaemonError> {
         dev.port.facts().netdev_mtu,
         dev.port.mtu().bytes()
     );
-    let mut d = event_loop::Daemon::new(dev, files, signals, cfg.max_spin).map_err(|source| {
-        DaemonError::Io {
+    let mut d = event_loop::Daemon::new(dev, files, signals, cfg.max_spin, cfg.all_users).map_err(
+        |source| DaemonError::Io {
             what: "epoll".into(),
             source,
-        }
-    })?;
+        },
+    )?;
     d.run()?;
     info!("stopped");
     Ok(())

@@ -95,6 +95,10 @@ pub struct Session {
     /// From SO_PEERCRED, not from what the client claims.
     pub pid: u32,
     pub admin: bool,
+    /// The client runs as another user than the daemon (and not as root):
+    /// served as a verbs client on an `--all-users` device, never obeyed
+    /// as an admin (SO_PEERCRED's uid).
+    pub other_user: bool,
     /// Hello accepted.
     pub ready: bool,
     /// Opened with CmHello: an rdma_cm client (the ucma emulator).
@@ -127,6 +131,7 @@ impl Session {
             id,
             pid,
             admin: false,
+            other_user: false,
             ready: false,
             cm_only: false,
             async_sock: None,

@@ -40,6 +40,9 @@ pub struct Config {
     pub all_addrs: bool,
     /// rdma_cm timers (the kernel's defaults unless a test shortens them).
     pub cm_timing: rxu_cm::engine::CmTiming,
+    /// Serve clients of every user (socket 0666, as the kernel's
+    /// /dev/infiniband/uverbsN); else only the daemon's user and root.
+    pub all_users: bool,
 }
 
 impl Config {
@@ -54,6 +57,7 @@ impl Config {
             node: None,
             all_addrs: false,
             cm_timing: rxu_cm::engine::CmTiming::default(),
+            all_users: false,
         }
     }
 }
@@ -270,7 +274,7 @@ impl RuntimeFiles {
 
     /// Creates the runtime directory, the control socket (after
     /// [`RuntimeFiles::check_not_running`]) and the pid file.
-    pub fn create(name: &str) -> Result<RuntimeFiles, DaemonError> {
+    pub fn create(name: &str, all_users: bool) -> Result<RuntimeFiles, DaemonError> {
         let dir = paths::runtime_dir();
         let io_err = |what: String| move |source: io::Error| DaemonError::Io { what, source };
         std::fs::DirBuilder::new()
@@ -283,6 +287,11 @@ impl RuntimeFiles {
         let pid = paths::pid_path(name);
         let listener = sys::listen_seqpacket(&socket)
             .map_err(io_err(format!("listening on {}", socket.display())))?;
+        if all_users {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))
+                .map_err(io_err(format!("chmod {}", socket.display())))?;
+        }
         let files = RuntimeFiles {
             socket,
             pid,

@@ -14,6 +14,9 @@ use super::format::{self, Mtu, PortState, Speed};
 pub const DEFAULT_DEV_DIR: &str = "/dev/infiniband";
 /// `class/infiniband_verbs/abi_version`: libibverbs accepts 3..=6.
 pub const CLASS_ABI_VERSION: u32 = 6;
+/// `class/misc/rdma_cm/abi_version`: the ucma ABI `librxu-ucma.so` speaks
+/// (librdmacm reads it through SYSFS_PATH and accepts 3..=4).
+pub const UCMA_ABI_VERSION: u32 = 4;
 /// `uverbsN/abi_version` (the provider matches it) and the GID table
 /// length a device gets unless it has more addresses: the vocabulary's.
 pub use transport::verbs::{GID_TBL_LEN as DEFAULT_GID_TBL_LEN, UVERBS_ABI_VERSION};

@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! <root>/class/infiniband_verbs/abi_version              6
+//! <root>/class/misc/rdma_cm/abi_version                  4 (the ucma ABI of librxu-ucma.so)
 //! <root>/class/infiniband_verbs/uverbsN/{ibdev,dev,abi_version}
 //! <root>/class/infiniband/<ibdev>/{node_type,node_guid,...,ports/1/...,rxu/...,
 //!                                  device/net/<ifname> -> /sys/class/net/<ifname>}
@@ -34,7 +35,7 @@ pub use format::{Mtu, PortState, Speed};
 use desc::{check_ibdev_name, check_netdev, io_err, Result};
 pub use desc::{
     uverbs_name, DevNodeError, DeviceDesc, Paths, PortDesc, CLASS_ABI_VERSION, DEFAULT_DEV_DIR,
-    DEFAULT_GID_TBL_LEN, MAX_GID_TBL_LEN, UVERBS_ABI_VERSION,
+    DEFAULT_GID_TBL_LEN, MAX_GID_TBL_LEN, UCMA_ABI_VERSION, UVERBS_ABI_VERSION,
 };
 
 /// A device tree on disk, made by [`DevNode::create`] or found again by
@@ -61,6 +62,12 @@ impl DevNode {
         let abi = class.join("abi_version");
         fsutil::write_if_changed(&abi, &CLASS_ABI_VERSION.to_string())
             .map_err(io_err("writing", &abi))?;
+        // The ucma device `librxu-ucma.so` emulates, as the kernel lists it.
+        let ucma = paths.sysfs.join("class/misc/rdma_cm");
+        fsutil::create_dirs(&ucma).map_err(io_err("creating", &ucma))?;
+        let ucma_abi = ucma.join("abi_version");
+        fsutil::write_if_changed(&ucma_abi, &UCMA_ABI_VERSION.to_string())
+            .map_err(io_err("writing", &ucma_abi))?;
 
         let uverbs_dir = paths.uverbs_dir(desc.uverbs_index);
         if uverbs_dir.symlink_metadata().is_ok() {

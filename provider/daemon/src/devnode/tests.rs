@@ -92,6 +92,7 @@ fn writes_exactly_the_expected_tree() {
     let guid = format::guid(desc().node_guid);
     let fixed: Vec<(&str, String)> = vec![
         ("class/infiniband_verbs/abi_version", "6".into()),
+        ("class/misc/rdma_cm/abi_version", "4".into()),
         ("class/infiniband_verbs/uverbs7/ibdev", "rxu0".into()),
         ("class/infiniband_verbs/uverbs7/dev", null_numbers()),
         ("class/infiniband_verbs/uverbs7/abi_version", "1".into()),

@@ -103,6 +103,33 @@ fn hello_first_version_checked_admin_limited() {
     assert_eq!(events(&c), vec![(0, event::DEVICE_FATAL)]);
 }
 
+/// On a device serving every user, another user's admin connection may
+/// query but not stop the daemon.
+#[test]
+fn shutdown_from_another_user_is_refused() {
+    let mut dev = device(1);
+    let id = dev.connect(1);
+    dev.mark_other_user(id);
+    ok(call(
+        &mut dev,
+        id,
+        Request::Hello {
+            version: PROTO_VERSION,
+            pid: 1,
+            admin: true,
+        },
+    ));
+    assert!(matches!(
+        ok(call(&mut dev, id, Request::Status)).0,
+        Response::Status { .. }
+    ));
+    assert_eq!(
+        errno(call(&mut dev, id, Request::Shutdown { force: true })),
+        libc::EPERM
+    );
+    assert!(!dev.shutdown);
+}
+
 #[test]
 fn pd_mr_cq_busy_and_unknown_handles() {
     let mut dev = device(2);
