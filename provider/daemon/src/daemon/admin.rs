@@ -127,6 +127,7 @@ pub(super) fn stats(
         counter("async_events_dropped", d.async_events_dropped),
         counter("daemon_sleeps", d.sleeps),
         counter("doorbells", d.doorbells),
+        counter("recv_refills", d.recv_refills),
     ];
     // rxe's hw_counters, summed over every QP the device had.
     let t = objects.qp_totals(endpoint);
