@@ -107,7 +107,7 @@ fn hello_first_version_checked_admin_limited() {
 /// query but not stop the daemon.
 #[test]
 fn shutdown_from_another_user_is_refused() {
-    let mut dev = device(1);
+    let mut dev = device(13);
     let id = dev.connect(1);
     dev.mark_other_user(id);
     ok(call(
