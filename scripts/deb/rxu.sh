@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # /etc/profile.d/rxu.sh: what a verbs program in a login shell needs to see
 # the devices rxu@<netdev>.service brought up, from /etc/rxu/rxu.env (the
 # file the unit reads). Nothing changes while no device is up, so kernel
