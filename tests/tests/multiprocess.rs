@@ -83,22 +83,73 @@ fn assert_clean(d: &Daemon) {
 }
 
 /// SEND, WRITE, WRITE_WITH_IMM, READ, CmpSwap and FetchAdd between two
-/// processes on one device: one byte, a non-MTU size, multi-packet.
+/// processes on one device: one byte, a non-MTU size, multi-packet. The
+/// packets take the intra-device shortcut (rxud's default).
 #[test]
 fn every_rc_opcode_between_two_processes() {
     let _g = serial();
     let d = Daemon::start("rxmp1", addr(10));
-    let sent0 = d.counter("sent_pkts");
-    for (size, iters, depth) in [
+    // RXU_FORCE_UDP=1 runs the suite on the UDP path.
+    let forced = std::env::var("RXU_FORCE_UDP").is_ok_and(|v| !v.is_empty() && v != "0");
+    assert_eq!(d.counter("loopback"), u64::from(!forced));
+    let (sent0, lo0) = (d.counter("sent_pkts"), d.counter("loopback_sent_pkts"));
+    let tx0 = d.counter("tx_syscalls");
+    let runs = [
         ("1", "1200", "8"),
         ("3000", "3000", "16"),
         ("10000", "600", "4"),
         ("65536", "120", "8"),
-    ] {
+    ];
+    rc_opcodes_on(&d, &runs);
+    let sent = d.counter("sent_pkts") - sent0;
+    assert!(sent > 1000, "{sent}");
+    if forced {
+        assert!(d.counter("tx_syscalls") > tx0);
+    } else {
+        // Every packet between the two processes went by the shortcut,
+        // and counts as sent and received like a UDP one.
+        assert_eq!(d.counter("loopback_sent_pkts") - lo0, sent);
+        assert_eq!(
+            d.counter("loopback_rcvd_pkts"),
+            d.counter("loopback_sent_pkts")
+        );
+        assert_eq!(
+            d.counter("tx_syscalls"),
+            tx0,
+            "no packet went to the socket"
+        );
+    }
+    assert_clean(&d);
+}
+
+/// The same with `--force-udp`: the device talks to itself through its
+/// UDP socket, and the shortcut's counters stay at 0.
+#[test]
+fn every_rc_opcode_between_two_processes_forced_udp() {
+    let _g = serial();
+    let d = Daemon::spawn("rxmp1u", addr(11))
+        .args(&["--force-udp"])
+        .start();
+    assert_eq!(d.counter("loopback"), 0, "--force-udp");
+    let (sent0, tx0) = (d.counter("sent_pkts"), d.counter("tx_syscalls"));
+    rc_opcodes_on(&d, &[("3000", "3000", "16"), ("65536", "120", "8")]);
+    assert!(d.counter("sent_pkts") > sent0 + 1000);
+    assert!(d.counter("tx_syscalls") > tx0 && d.counter("rx_syscalls") > 0);
+    assert_eq!(
+        d.counter("loopback_sent_pkts") + d.counter("loopback_rcvd_pkts"),
+        0
+    );
+    assert_clean(&d);
+}
+
+/// [`mixed`] runs of (size, iterations, depth) between two processes on
+/// device `d`, each op count checked.
+fn rc_opcodes_on(d: &Daemon, runs: &[(&str, &str, &str)]) {
+    for &(size, iters, depth) in runs {
         let p = run_pair(
             &format!("size {size}"),
-            &d,
-            &d,
+            d,
+            d,
             &mixed(size, iters, "2", depth),
         );
         let r = p.client.result().unwrap_or_default();
@@ -108,9 +159,6 @@ fn every_rc_opcode_between_two_processes() {
             "{r}"
         );
     }
-    // One device talks to itself through its UDP socket, too.
-    assert!(d.counter("sent_pkts") > sent0 + 1000);
-    assert_clean(&d);
 }
 
 /// The same between two devices (two daemons), over UDP between
@@ -517,11 +565,16 @@ impl Capture {
 /// IBV_WC_REM_ACCESS_ERR; the target's guard bytes (same mapping, around
 /// and between the MRs) unchanged; allowed accesses still work. And the
 /// server's keys used as lkeys in the client's SGEs: IBV_WC_LOC_PROT_ERR,
-/// nothing on the wire, the server's memory untouched.
+/// nothing on the wire, the server's memory untouched. The device runs
+/// with RXU_FORCE_UDP=1 (as --force-udp): the NAKs are checked in a
+/// capture on lo, which sees nothing of the intra-device shortcut.
 #[test]
 fn remote_access_violations_refused() {
     let _g = serial();
-    let d = Daemon::start("rxmpv", addr(40));
+    let d = Daemon::spawn("rxmpv", addr(40))
+        .env("RXU_FORCE_UDP", "1")
+        .start();
+    assert_eq!(d.counter("loopback"), 0, "RXU_FORCE_UDP=1");
     let cap = Capture::start(d.addr, "violate");
     let p = run_pair(
         "violate",

@@ -113,6 +113,13 @@ fn one_send_to_a_group_reaches_every_attached_qp_on_the_host() {
         }
         let sent = tx.poll_cq(SEND_CQ, 8);
         assert_eq!(sent.len(), 1);
+        // To a group the sender's own engine joined: by UDP (the kernel
+        // copies it to every member socket), not the intra-device shortcut.
+        let n = tx.counters();
+        assert!(
+            n.tx_syscalls > 0 && n.loop_sent_pkts + n.loop_rcvd_pkts == 0,
+            "{n:?}"
+        );
         for (e, members) in [
             (&mut tx, vec![own]),
             (&mut r2, vec![a, b]),

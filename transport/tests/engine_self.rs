@@ -5,7 +5,10 @@
 //! lose packets — `ib_send_bw -c UC` then hung, its server waiting for
 //! messages that never came. The engine now receives before it sends more
 //! when its receive queue is over half full: a burst much larger than the
-//! socket buffer arrives whole.
+//! socket buffer arrives whole. These bursts force the UDP path (the
+//! intra-device shortcut off, as `rxu up --force-udp`); the same bursts on
+//! the shortcut, whose bounded queue holds the QPs back instead, arrive
+//! whole too.
 
 mod common;
 
@@ -29,11 +32,12 @@ fn sg(off: usize, len: usize, key: u32) -> Vec<Sge> {
 /// Posts `n` receives of `len` and `n` SENDs of `len` from QP `from` to
 /// QP `to` of one engine, then runs it until every message arrived (or
 /// nothing arrived for a while). Returns the receive completions.
-fn burst(t: QpType, n: usize, len: usize) -> (usize, Eng) {
+fn burst(t: QpType, n: usize, len: usize, loopback: bool) -> (usize, Eng) {
     let addr = "127.0.0.82";
     let mut e = engine(addr, |c| {
         c.port = PORT;
         c.peer_port = PORT;
+        c.loopback = loopback;
         // The engine's default buffer: the burst is many times larger.
         c.socket_buffer = 4 << 20;
         // Sending 8 GSO datagrams (128 packets) a round, receiving 32
@@ -99,13 +103,14 @@ fn uc_burst_to_a_qp_of_the_same_engine_is_not_lost() {
     let _g = heavy_lock();
     // 48 MiB of 64 KiB messages against an 8 MiB receive buffer.
     let n = if cfg!(debug_assertions) { 256 } else { 768 };
-    let (got, e) = burst(QpType::Uc, n, 64 << 10);
+    let (got, e) = burst(QpType::Uc, n, 64 << 10, false);
     let c = e.counters();
     assert_eq!(got, n, "UC messages lost: {c:?}");
     assert!(
         c.tx_paused > 0,
         "the burst never filled half the buffer: {c:?}"
     );
+    assert_eq!(c.loop_sent_pkts, 0, "{c:?}");
 }
 
 /// UD through the same path (one packet per message).
@@ -113,6 +118,25 @@ fn uc_burst_to_a_qp_of_the_same_engine_is_not_lost() {
 fn ud_burst_to_a_qp_of_the_same_engine_is_not_lost() {
     let _g = heavy_lock();
     let n = if cfg!(debug_assertions) { 2000 } else { 8000 };
-    let (got, e) = burst(QpType::Ud, n, 4096);
+    let (got, e) = burst(QpType::Ud, n, 4096, false);
     assert_eq!(got, n, "UD messages lost: {:?}", e.counters());
+}
+
+/// The same bursts on the shortcut: its bounded queue holds the QPs back
+/// (a send batch has room only while the queue has); nothing is lost.
+#[test]
+fn uc_and_ud_bursts_on_the_shortcut_are_not_lost() {
+    let _g = heavy_lock();
+    let n = if cfg!(debug_assertions) { 256 } else { 768 };
+    let (got, e) = burst(QpType::Uc, n, 64 << 10, true);
+    let c = e.counters();
+    assert_eq!(got, n, "UC messages lost: {c:?}");
+    assert!(c.loop_sent_pkts >= (n * 16) as u64, "{c:?}");
+    assert_eq!((c.tx_syscalls, c.tx_paused), (0, 0), "{c:?}");
+    drop(e);
+    let n = if cfg!(debug_assertions) { 2000 } else { 8000 };
+    let (got, e) = burst(QpType::Ud, n, 4096, true);
+    let c = e.counters();
+    assert_eq!(got, n, "UD messages lost: {c:?}");
+    assert_eq!(c.loop_rcvd_pkts, n as u64, "{c:?}");
 }

@@ -33,6 +33,7 @@ pub struct Spawn {
     name: String,
     addr: IpAddr,
     args: Vec<String>,
+    envs: Vec<(String, String)>,
     dir: Option<PathBuf>,
 }
 
@@ -40,6 +41,12 @@ impl Spawn {
     /// Extra `rxud` arguments (`--port`, `--mtu`, ...).
     pub fn args(mut self, args: &[&str]) -> Spawn {
         self.args.extend(args.iter().map(|a| a.to_string()));
+        self
+    }
+
+    /// An environment variable for it (`RXU_FORCE_UDP`, ...).
+    pub fn env(mut self, key: &str, value: &str) -> Spawn {
+        self.envs.push((key.to_owned(), value.to_owned()));
         self
     }
 
@@ -64,6 +71,7 @@ impl Spawn {
             .args(["--name", &self.name, "--addr", &self.addr.to_string()])
             .args(&self.args)
             .env("RXU_RUNTIME_DIR", &dir)
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("dup the log fd"))
             .stderr(out)
@@ -95,6 +103,7 @@ impl Daemon {
             name: name.to_owned(),
             addr: addr.into(),
             args: Vec::new(),
+            envs: Vec::new(),
             dir: None,
         }
     }

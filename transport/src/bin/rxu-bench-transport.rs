@@ -19,14 +19,22 @@
 //! outstanding, default 64), `--no-offload` (engine without UDP GSO/GRO),
 //! `--no-raw-offload` (skip the raw GSO+GRO measurement), `--spin-us US`,
 //! `--window PSNS`, `--region BYTES` (only this RC layout), `--only raw|rc`,
-//! `--a ADDR --b ADDR`, `--port P`.
+//! `--a ADDR --b ADDR`, `--port P`, `--pkt BYTES` and `--payload BYTES`
+//! (raw UDP datagram size and the message bytes each one stands for;
+//! default 4112 and 4096, a full RoCE packet).
+//!
+//! With `--only raw` it also prints the datagram rates
+//! (`udp_raw_mpps=`, `udp_raw_plain_mpps=`) and `udp_raw_pkt=`: the
+//! reference `scripts/bench-perftest` puts next to each perftest figure,
+//! with the datagram size of that test's packets.
 //!
 //! The baseline of `ratio` uses the same batching as the engine: when the
 //! engine runs with UDP GSO+GRO (the default), raw UDP runs with GSO+GRO
 //! too. The other raw figure follows as context (`udp_raw_plain_4k_gbps`,
 //! `ratio_vs_plain`, or the `_gso_gro_` pair with `--no-offload`), then
 //! which offloads the engine used. `--no-raw-offload` skips the raw
-//! GSO+GRO run (then `ratio` is missing when the engine uses offloads).
+//! GSO+GRO run (then `ratio` is missing when the engine uses offloads),
+//! `--no-raw-plain` the raw run without offloads.
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -59,6 +67,8 @@ struct Opts {
     offload: bool,
     /// Also measure raw UDP with GSO+GRO.
     raw_offload: bool,
+    /// Also measure raw UDP without offloads.
+    raw_plain: bool,
     only: Option<String>,
     /// Engine spin limit (default: the engine's).
     spin_us: Option<u64>,
@@ -70,6 +80,10 @@ struct Opts {
     a: IpAddr,
     b: IpAddr,
     port: u16,
+    /// Raw UDP datagram size (UDP payload: BTH to ICRC).
+    pkt: usize,
+    /// Message bytes one raw datagram stands for (for Gbit/s).
+    payload: u64,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -81,6 +95,7 @@ fn parse() -> Result<Opts, String> {
         inflight: 64,
         offload: true,
         raw_offload: true,
+        raw_plain: true,
         only: None,
         spin_us: None,
         window: None,
@@ -88,6 +103,8 @@ fn parse() -> Result<Opts, String> {
         a: "127.0.0.1".parse().unwrap(),
         b: "127.0.0.2".parse().unwrap(),
         port: 4791,
+        pkt: PKT,
+        payload: PAYLOAD,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -107,15 +124,18 @@ fn parse() -> Result<Opts, String> {
             "--port" => o.port = num(val()?)? as u16,
             "--no-offload" => o.offload = false,
             "--no-raw-offload" => o.raw_offload = false,
+            "--no-raw-plain" => o.raw_plain = false,
             "--only" => o.only = Some(val()?),
             "--spin-us" => o.spin_us = Some(num(val()?)? as u64),
             "--window" => o.window = Some(num(val()?)? as u32),
             "--region" => o.region = Some(num(val()?)? as usize),
+            "--pkt" => o.pkt = num(val()?)? as usize,
+            "--payload" => o.payload = num(val()?)? as u64,
             "--a" => o.a = val()?.parse().map_err(|e| format!("--a: {e}"))?,
             "--b" => o.b = val()?.parse().map_err(|e| format!("--b: {e}"))?,
             "-h" | "--help" => {
                 return Err("usage: rxu-bench-transport [--secs S] [--rounds N] [--batch B] [--msg BYTES] \
-                     [--inflight N] [--no-offload] [--no-raw-offload] [--only raw|rc] [--spin-us US] [--window PSNS] [--region BYTES] [--a ADDR] [--b ADDR] [--port P]"
+                     [--inflight N] [--no-offload] [--no-raw-offload] [--no-raw-plain] [--only raw|rc] [--spin-us US] [--window PSNS] [--region BYTES] [--a ADDR] [--b ADDR] [--port P] [--pkt BYTES] [--payload BYTES]"
                     .into())
             }
             _ => return Err(format!("unknown option {flag}")),
@@ -131,6 +151,10 @@ fn parse() -> Result<Opts, String> {
     }
     if o.batch == 0 || o.batch > sys::MAX_BATCH {
         return Err("--batch must be 1..=64".into());
+    }
+    // 16 segments of a GSO datagram must fit in one UDP datagram.
+    if !(16..=4096 + 64).contains(&o.pkt) {
+        return Err("--pkt must be 16..=4160".into());
     }
     Ok(o)
 }
@@ -152,10 +176,11 @@ fn udp_socket(addr: SocketAddr) -> std::io::Result<Socket> {
     Ok(s)
 }
 
-/// Raw UDP: one thread sends datagrams of `PKT` bytes in batches with
-/// sendmmsg, another receives them in batches with recvmmsg. Returns Gbit/s
-/// of 4096-byte payloads received.
+/// Raw UDP: one thread sends datagrams of `o.pkt` bytes in batches with
+/// sendmmsg, another receives them in batches with recvmmsg. Returns
+/// datagrams received per second.
 fn raw_udp(o: &Opts, offload: bool) -> Result<f64, String> {
+    let pkt = o.pkt;
     let src = SocketAddr::new(o.a, o.port);
     let dst = SocketAddr::new(o.b, o.port);
     let rx = udp_socket(dst).map_err(|e| format!("bind {dst}: {e}"))?;
@@ -172,7 +197,7 @@ fn raw_udp(o: &Opts, offload: bool) -> Result<f64, String> {
         let stop = stop.clone();
         let got = got.clone();
         std::thread::spawn(move || {
-            let slot = if gro { 65536 } else { PKT + 64 };
+            let slot = if gro { 65536 } else { pkt + 64 };
             // As the engine: at most 8 GRO datagrams (512 KiB) per call.
             let mut bufs = RecvBufs::new(if gro { batch.min(GRO_BATCH) } else { batch }, slot);
             let fd = rx.as_raw_fd();
@@ -184,7 +209,7 @@ fn raw_udp(o: &Opts, offload: bool) -> Result<f64, String> {
                     }
                     Ok(n) => {
                         for info in &bufs.info[..n] {
-                            let seg = info.gro_size.map_or(PKT, usize::from).max(1);
+                            let seg = info.gro_size.map_or(pkt, usize::from).max(1);
                             n_pkts += info.len.div_ceil(seg) as u64;
                         }
                         got.store(n_pkts, Ordering::Relaxed);
@@ -205,7 +230,7 @@ fn raw_udp(o: &Opts, offload: bool) -> Result<f64, String> {
             } else {
                 batch
             };
-            let mut bufs = SendBufs::new(n * segs, PKT + 64, n);
+            let mut bufs = SendBufs::new(n * segs, pkt + 64, n);
             for (i, b) in bufs.data.iter_mut().enumerate() {
                 *b = i as u8;
             }
@@ -213,7 +238,7 @@ fn raw_udp(o: &Opts, offload: bool) -> Result<f64, String> {
             while !stop.load(Ordering::Relaxed) {
                 bufs.reset_if_done();
                 while bufs.free_slot().is_some() {
-                    bufs.place(PKT, dst, None, segs > 1);
+                    bufs.place(pkt, dst, None, segs > 1);
                 }
                 match bufs.send(fd) {
                     Ok(0) => {
@@ -238,7 +263,7 @@ fn raw_udp(o: &Opts, offload: bool) -> Result<f64, String> {
     stop.store(true, Ordering::Relaxed);
     let _ = sender.join();
     let _ = receiver.join();
-    Ok((c1 - c0) as f64 * PAYLOAD as f64 * 8.0 / dt / 1e9)
+    Ok((c1 - c0) as f64 / dt)
 }
 
 struct PeerInfo {
@@ -464,8 +489,10 @@ fn main() {
             std::process::exit(2);
         }
     };
+    // Raw UDP in datagrams per second; Gbit/s counts o.payload bytes each.
     let mut best_raw: Option<f64> = None;
     let mut best_raw_off: Option<f64> = None;
+    let gbps = |pps: f64| pps * o.payload as f64 * 8.0 / 1e9;
     let mut best_rc: Option<f64> = None;
     let mut best_rc_spread: Option<f64> = None;
     let best = |b: &mut Option<f64>, g: f64| *b = Some(b.map_or(g, |x: f64| x.max(g)));
@@ -475,13 +502,25 @@ fn main() {
     };
     for round in 0..o.rounds.max(1) {
         if o.only.as_deref() != Some("rc") {
-            let g = raw_udp(&o, false).unwrap_or_else(|e| fail("raw udp", e));
-            eprintln!("round {round}: udp_raw_4k_gbps={g:.3}");
-            best(&mut best_raw, g);
+            if o.raw_plain {
+                let r = raw_udp(&o, false).unwrap_or_else(|e| fail("raw udp", e));
+                eprintln!(
+                    "round {round}: udp_raw_4k_gbps={:.3} (pkt {} B, {:.3} Mpps)",
+                    gbps(r),
+                    o.pkt,
+                    r / 1e6
+                );
+                best(&mut best_raw, r);
+            }
             if o.raw_offload {
-                let g = raw_udp(&o, true).unwrap_or_else(|e| fail("raw udp gso/gro", e));
-                eprintln!("round {round}: udp_raw_gso_gro_4k_gbps={g:.3}");
-                best(&mut best_raw_off, g);
+                let r = raw_udp(&o, true).unwrap_or_else(|e| fail("raw udp gso/gro", e));
+                eprintln!(
+                    "round {round}: udp_raw_gso_gro_4k_gbps={:.3} (pkt {} B, {:.3} Mpps)",
+                    gbps(r),
+                    o.pkt,
+                    r / 1e6
+                );
+                best(&mut best_raw_off, r);
             }
         }
         if o.only.as_deref() != Some("raw") {
@@ -499,11 +538,12 @@ fn main() {
     // The three lines scripts/bench-transport promises, then context. The
     // baseline of `ratio` is raw UDP with the same batching the engine used:
     // with GSO+GRO on in the engine, raw UDP with GSO+GRO too.
-    let (same, other, other_name) = if o.offload {
+    let (same_pps, other_pps, other_name) = if o.offload {
         (best_raw_off, best_raw, "plain")
     } else {
         (best_raw, best_raw_off, "gso_gro")
     };
+    let (same, other) = (same_pps.map(gbps), other_pps.map(gbps));
     if let Some(x) = best_rc {
         println!("rc_write_64k_gbps={x:.3}");
     }
@@ -532,6 +572,15 @@ fn main() {
                 "ratio_buffer_per_wqe={:.3}",
                 if y > 0.0 { x / y } else { 0.0 }
             );
+        }
+    }
+    if o.only.as_deref() == Some("raw") {
+        println!("udp_raw_pkt={}", o.pkt);
+        if let Some(r) = same_pps {
+            println!("udp_raw_mpps={:.4}", r / 1e6);
+        }
+        if let Some(r) = other_pps {
+            println!("udp_raw_{other_name}_mpps={:.4}", r / 1e6);
         }
     }
     println!(

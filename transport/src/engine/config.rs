@@ -54,6 +54,13 @@ pub struct EngineConfig {
     /// serves the IPv6 addresses; packets to IPv6 destinations go out
     /// through it.
     pub also_v6: bool,
+    /// The intra-device shortcut (on by default): a packet to the
+    /// driver's own address and port is handed to its own receive path
+    /// without a socket, built, sealed and checked as on the wire (see
+    /// [`crate::engine::UdpDriver`]). Off: every packet goes through the UDP socket.
+    /// A wildcard-bound driver uses it for the addresses it is told it
+    /// serves ([`crate::engine::UdpDriver::set_local_addrs`]).
+    pub loopback: bool,
 }
 
 impl EngineConfig {
@@ -76,6 +83,7 @@ impl EngineConfig {
             first_qpn: 0x11,
             bind_device: None,
             also_v6: false,
+            loopback: true,
         }
     }
 
@@ -118,7 +126,8 @@ pub struct EngineCounters {
     /// D: recvmmsg / sendmmsg calls that moved something.
     pub rx_syscalls: u64,
     pub tx_syscalls: u64,
-    /// D: sendmmsg found the socket buffer full.
+    /// D: sendmmsg found the socket buffer full, or the shortcut's queue
+    /// was full.
     pub tx_full: u64,
     /// E: QP timers that fired.
     pub timer_fires: u64,
@@ -131,6 +140,10 @@ pub struct EngineCounters {
     /// D: send rounds skipped because the driver's own receive queue was
     /// over half full (see [`UdpDriver::transmit`]).
     pub tx_paused: u64,
+    /// D: packets that took the intra-device shortcut (also counted in
+    /// `sent_pkts` / `rcvd_pkts`, which count RoCE packets on both paths).
+    pub loop_sent_pkts: u64,
+    pub loop_rcvd_pkts: u64,
 }
 
 impl EngineCounters {
@@ -155,6 +168,8 @@ impl EngineCounters {
             sleeps,
             not_local,
             tx_paused,
+            loop_sent_pkts,
+            loop_rcvd_pkts,
         } = *o;
         self.sent_pkts += sent_pkts;
         self.sent_bytes += sent_bytes;
@@ -173,6 +188,8 @@ impl EngineCounters {
         self.sleeps += sleeps;
         self.not_local += not_local;
         self.tx_paused += tx_paused;
+        self.loop_sent_pkts += loop_sent_pkts;
+        self.loop_rcvd_pkts += loop_rcvd_pkts;
     }
 }
 

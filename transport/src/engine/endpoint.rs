@@ -128,6 +128,14 @@ fn qp_env<'a, M: Memory>(
     Env { mem, srq }
 }
 
+/// Receive WQEs a QP can take now: its own RQ's or its SRQ's.
+fn recv_level(qp: &Qp, srqs: &HashMap<u32, Srq>, srq: Option<u32>) -> usize {
+    match srq {
+        Some(id) => srqs.get(&id).map_or(0, |s| s.q.len()),
+        None => qp.recv_queue_len(),
+    }
+}
+
 /// Largest QPN + 1.
 const QPN_SPACE: u32 = 1 << 24;
 
@@ -152,6 +160,9 @@ pub struct Endpoint<M: Memory> {
     /// Multicast groups and the UD QPs attached to each.
     groups: Groups,
     counters: EngineCounters,
+    /// A packet took the last receive WQE of a QP's RQ or of an SRQ
+    /// (see [`Endpoint::take_recv_starved`]).
+    recv_starved: bool,
 }
 
 impl<M: Memory> Endpoint<M> {
@@ -174,6 +185,7 @@ impl<M: Memory> Endpoint<M> {
             gsi: Gsi::default(),
             groups: Groups::default(),
             counters: EngineCounters::default(),
+            recv_starved: false,
         })
     }
 
@@ -518,9 +530,23 @@ impl<M: Memory> Endpoint<M> {
         if !slot.src_pinned {
             slot.src = Some(dst);
         }
+        let before = recv_level(&slot.qp, &self.srqs, slot.srq);
         let mut env = qp_env(&mut self.mem, &mut self.srqs, slot.srq);
         slot.qp.handle_packet(now, &pkt, &rx, &mut env);
+        if before > 0 && recv_level(&slot.qp, &self.srqs, slot.srq) == 0 {
+            self.recv_starved = true;
+        }
         self.after_activity(qpn, cqs);
+    }
+
+    /// Whether a packet took the last receive WQE a QP had (its RQ's or
+    /// its SRQ's) since the last call; clears it. A driver whose clients
+    /// post receives elsewhere (rings) posts what they have before the
+    /// next packet, so a SEND is not refused (RNR NAK) while a receive
+    /// for it waits in a ring: a batch of small SENDs can use up an RQ
+    /// in the middle of one receive batch.
+    pub fn take_recv_starved(&mut self) -> bool {
+        std::mem::take(&mut self.recv_starved)
     }
 
     /// A packet to a multicast group: a copy to every QP attached to it
@@ -852,6 +878,77 @@ mod tests {
         assert_eq!(c.byte_len, 3000);
         assert!(ca.is_empty() && cb.is_empty());
         assert_eq!(b.counters().icrc_errors + b.counters().unknown_qp, 0);
+    }
+
+    #[test]
+    fn taking_the_last_receive_is_reported_once_so_the_driver_can_refill_in_time() {
+        let (mut a, qa, mut b, qb) = rc_pair();
+        let now = Instant::now();
+        let (mut ca, mut cb) = (VecDeque::new(), VecDeque::new());
+        let la = a.memory_mut().register(1, VA, vec![0x5a; 64], 0);
+        let lb = b.memory_mut().register(
+            1,
+            VA,
+            vec![0; 64],
+            access::LOCAL_WRITE | access::REMOTE_WRITE,
+        );
+        let sge = |lkey| Sge {
+            addr: VA,
+            length: 4,
+            lkey,
+        };
+        let recv = |id| RecvWqe {
+            wr_id: id,
+            sges: vec![sge(lb)],
+        };
+        for id in [10, 11] {
+            b.post_recv(qb, recv(id), &mut cb).unwrap();
+        }
+        // A WRITE needs no receive: an empty RQ is not starved by it.
+        let write = SendWqe {
+            wr_id: 0,
+            op: SendOp::Write {
+                remote_addr: VA,
+                rkey: lb,
+            },
+            flags: 0,
+            payload: Payload::Sges(vec![sge(la)]),
+            ud: None,
+        };
+        a.post_send(qa, write, &mut ca).unwrap();
+        for id in 1..=3 {
+            let w = SendWqe {
+                wr_id: id,
+                op: SendOp::Send,
+                flags: send_flags::SIGNALED,
+                payload: Payload::Sges(vec![sge(la)]),
+                ud: None,
+            };
+            a.post_send(qa, w, &mut ca).unwrap();
+        }
+        let mut wa = wire(A);
+        a.poll_transmit(now, &mut wa, &mut ca);
+        assert_eq!(wa.out.len(), 4, "one WRITE and three SENDs of one packet");
+        let deliver = |b: &mut Endpoint<BufferMemory>, cb: &mut VecDeque<_>, i: usize| {
+            b.handle_datagram(now, &meta(A, B), &wa.out[i].1, cb);
+            b.take_recv_starved()
+        };
+        assert!(!deliver(&mut b, &mut cb, 0), "the WRITE took no receive");
+        assert!(!deliver(&mut b, &mut cb, 1), "one receive left");
+        assert!(deliver(&mut b, &mut cb, 2), "the last receive went");
+        assert!(!b.take_recv_starved(), "reported once");
+        // What a driver does then: the receive posted meanwhile goes in
+        // before the next packet, which finds it (no RNR NAK).
+        b.post_recv(qb, recv(12), &mut cb).unwrap();
+        assert!(deliver(&mut b, &mut cb, 3));
+        let c = b.qp(qb).unwrap().counters();
+        assert_eq!((c.send_rnr_err, c.out_of_seq_request), (0, 0));
+        let got: Vec<u64> = cb.iter().map(|(_, c)| c.wr_id).collect();
+        assert_eq!(got, [10, 11, 12]);
+        // An RQ that is empty already reports nothing more.
+        let mut wb = wire(B);
+        b.poll_transmit(now, &mut wb, &mut cb);
+        assert!(!b.take_recv_starved());
     }
 
     #[test]

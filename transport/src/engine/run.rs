@@ -181,7 +181,8 @@ impl<M: Memory> Engine<M> {
     }
 
     pub fn set_local_addrs(&mut self, addrs: Option<&[IpAddr]>) {
-        self.endpoint.set_local_addrs(addrs)
+        self.endpoint.set_local_addrs(addrs);
+        self.io.driver_mut().set_local_addrs(addrs);
     }
 
     pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr) -> Result<(), EngineError> {

@@ -327,6 +327,33 @@ pub fn rx_queue(fd: RawFd) -> io::Result<(u32, u32)> {
     Ok((m[0], m[1]))
 }
 
+/// The TTL (IPv4) or hop limit (IPv6) the socket's unicast datagrams
+/// leave with (the system default unless set).
+pub fn unicast_hops(fd: RawFd, v6: bool) -> io::Result<u8> {
+    let (level, name) = if v6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_TTL)
+    };
+    let mut v: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` is writable for `len` bytes and outlives the call; the
+    // kernel writes at most `len` bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    u8::try_from(v).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))
+}
+
 fn to_sockaddr(addr: &SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
     match addr {
         SocketAddr::V4(a) => {

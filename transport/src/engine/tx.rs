@@ -78,6 +78,29 @@ impl Out {
         icrc::fill_icrc(&ip, self.local.port(), self.peer_port, pkt).is_ok()
     }
 
+    /// Whether a packet to `dst` comes back to this very socket: the port
+    /// it sends to is its own and the destination is one of `own` (the
+    /// local addresses the device serves). Then the source and
+    /// destination addresses it would carry, else None.
+    pub fn own_dst(
+        &mut self,
+        dst: IpAddr,
+        hint: Option<IpAddr>,
+        own: &[IpAddr],
+    ) -> Option<(IpAddr, IpAddr)> {
+        if self.peer_port != self.local.port() || own.is_empty() {
+            return None;
+        }
+        let (dst_ip, src_ip, _) = self.addresses(dst, hint)?;
+        own.contains(&dst_ip).then_some((src_ip, dst_ip))
+    }
+
+    /// Fills in the ICRC of a packet from this socket to itself, as the
+    /// UDP path would for a lone datagram (IPv4 ID 0).
+    pub fn seal_own(&self, pkt: &mut [u8], src: IpAddr, dst: IpAddr) -> bool {
+        self.seal(pkt, src, dst, 0)
+    }
+
     /// Turns what `poll_transmit` wrote into slot `i` (the free slot) into
     /// a datagram or a segment of one; returns whether it was placed.
     /// `src_hint`: the source address for a wildcard-bound socket (the

@@ -20,11 +20,12 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::config::{EngineConfig, EngineCounters, EngineError, GRO_BATCH};
 use super::endpoint::{RecvMeta, TransmitSink};
+use super::loopback::LoopQueue;
 use super::mcast::MAX_GROUPS;
 use super::sys::{self, McastIf};
 use super::tx::Out;
 use crate::qp::Transmit;
-use crate::wire::MAX_PACKET;
+use crate::wire::{BTH_LEN, ICRC_LEN, MAX_PACKET};
 
 /// Receive slot size: any RoCE packet plus one byte to see oversize ones.
 const RX_SLOT: usize = MAX_PACKET + 64;
@@ -89,6 +90,65 @@ pub struct UdpDriver {
     mcast_if: Option<McastIf>,
     groups: Vec<Group>,
     group_cfg: EngineConfig,
+    /// The intra-device shortcut, when on: packets to the own address
+    /// and port, and what their receipt looks like.
+    lo: Option<Shortcut>,
+}
+
+/// The shortcut's queue, the part of it taken by the last
+/// [`UdpDriver::recv`], the addresses that come back to the driver, and
+/// what recvmsg would report of a datagram from the socket to itself.
+struct Shortcut {
+    q: LoopQueue<Hop>,
+    pending: usize,
+    /// The bound address, or for a wildcard-bound driver the addresses it
+    /// was told it serves ([`UdpDriver::set_local_addrs`]; none at first).
+    own: Vec<IpAddr>,
+    wildcard: bool,
+    rep: Report,
+}
+
+/// What the sockets would report of a datagram to themselves.
+struct Report {
+    port: u16,
+    /// Report TOS / TTL / flow label, as `recv_tos_ttl` asks.
+    tos_ttl: bool,
+    /// The sockets' unicast TTL / hop limit: the IPv4 (or only) socket's,
+    /// the IPv6 side's.
+    ttl: u8,
+    ttl6: Option<u8>,
+}
+
+/// The addresses a packet on the shortcut went between.
+#[derive(Clone, Copy)]
+struct Hop {
+    src: IpAddr,
+    dst: IpAddr,
+}
+
+impl Default for Hop {
+    fn default() -> Self {
+        let any = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+        Hop { src: any, dst: any }
+    }
+}
+
+impl Report {
+    /// What the socket would have said about a datagram of `hop`: TOS 0,
+    /// the socket's own TTL, IPv6 flow label 0 (never set).
+    fn meta(&self, hop: Hop) -> RecvMeta {
+        let v6 = hop.dst.is_ipv6();
+        let ttl = self.ttl6.filter(|_| v6).unwrap_or(self.ttl);
+        RecvMeta {
+            src: SocketAddr::new(hop.src, self.port),
+            dst: Some(hop.dst),
+            dst_port: self.port,
+            tos: self.tos_ttl.then_some(0),
+            ttl: self.tos_ttl.then_some(ttl),
+            flow_label: (self.tos_ttl && v6).then_some(0),
+            seg: 0,
+        }
+    }
 }
 
 impl UdpDriver {
@@ -157,7 +217,26 @@ impl UdpDriver {
             _ => None,
         }
         .filter(|&via| sys::set_multicast_send(fd, via, MCAST_TTL).is_ok());
+        let lo = (cfg.loopback && cfg.peer_port == local.port()).then(|| Shortcut {
+            q: LoopQueue::new(tx_slots, TX_SLOT),
+            pending: 0,
+            own: if wildcard {
+                Vec::new()
+            } else {
+                vec![local.ip()]
+            },
+            wildcard,
+            rep: Report {
+                port: local.port(),
+                tos_ttl: cfg.recv_tos_ttl,
+                ttl: sys::unicast_hops(fd, v6).unwrap_or(64),
+                ttl6: v6side
+                    .as_ref()
+                    .map(|s| sys::unicast_hops(s.sock.as_raw_fd(), true).unwrap_or(64)),
+            },
+        });
         Ok(UdpDriver {
+            lo,
             mcast_if,
             groups: Vec::new(),
             group_cfg: cfg.clone(),
@@ -194,6 +273,28 @@ impl UdpDriver {
         (self.gso, self.gro)
     }
 
+    /// Whether the intra-device shortcut is in use (asked for, and the
+    /// driver sending to its own port; a wildcard-bound driver uses it for
+    /// the addresses of [`UdpDriver::set_local_addrs`]).
+    pub fn shortcut(&self) -> bool {
+        self.lo.is_some()
+    }
+
+    /// A wildcard-bound driver: the local addresses the device serves (as
+    /// [`super::Endpoint::set_local_addrs`]), which packets to come back
+    /// by the shortcut. A driver bound to one address keeps that one.
+    pub fn set_local_addrs(&mut self, addrs: Option<&[IpAddr]>) {
+        if let Some(l) = self.lo.as_mut().filter(|l| l.wildcard) {
+            l.own.clear();
+            l.own.extend_from_slice(addrs.unwrap_or_default());
+        }
+    }
+
+    /// Packets on the shortcut wait for the next [`UdpDriver::recv`].
+    pub fn loopback_waiting(&self) -> bool {
+        self.lo.as_ref().is_some_and(|l| !l.q.is_empty())
+    }
+
     /// What the driver counted: packets and bytes in and out, system
     /// calls, and the drops it decides (truncated, empty, unsendable).
     pub fn counters(&self) -> &EngineCounters {
@@ -202,9 +303,15 @@ impl UdpDriver {
 
     // ----------------------------------------------------------- receive
 
-    /// One recvmmsg on each socket whose previous batch was dispatched;
-    /// returns the datagrams now waiting for [`UdpDriver::dispatch`].
+    /// One recvmmsg on each socket whose previous batch was dispatched,
+    /// and what the shortcut holds; returns the packets now waiting for
+    /// [`UdpDriver::dispatch`].
     pub fn recv(&mut self) -> Result<usize, EngineError> {
+        if let Some(l) = &mut self.lo {
+            if l.pending == 0 {
+                l.pending = l.q.len();
+            }
+        }
         recv_on(self.sock.as_raw_fd(), &mut self.rx, &mut self.counters)?;
         if let Some(v) = &mut self.v6 {
             recv_on(v.sock.as_raw_fd(), &mut v.rx, &mut self.counters)?;
@@ -224,7 +331,8 @@ impl UdpDriver {
             .iter()
             .filter_map(|g| g.own.as_ref().map(|(_, rx)| rx.pending))
             .sum();
-        self.rx.pending + self.v6.as_ref().map_or(0, |v| v.rx.pending) + groups
+        let lo = self.lo.as_ref().map_or(0, |l| l.pending);
+        self.rx.pending + self.v6.as_ref().map_or(0, |v| v.rx.pending) + groups + lo
     }
 
     /// Hands every packet received by [`UdpDriver::recv`] to `handle`
@@ -239,6 +347,19 @@ impl UdpDriver {
             if let Some((_, rx)) = &mut g.own {
                 let ip = Some(IpAddr::V4(g.addr));
                 n += dispatch_from(rx, port, ip, &mut self.counters, &mut handle);
+            }
+        }
+        if let Some(l) = &mut self.lo {
+            let c = &mut self.counters;
+            for _ in 0..std::mem::take(&mut l.pending) {
+                let rep = &l.rep;
+                l.q.pop_with(|hop, p| {
+                    c.rcvd_pkts += 1;
+                    c.rcvd_bytes += p.len() as u64;
+                    c.loop_rcvd_pkts += 1;
+                    handle(&rep.meta(hop), p);
+                });
+                n += 1;
             }
         }
         n
@@ -348,18 +469,28 @@ impl UdpDriver {
                 return 0;
             }
         }
+        if self.lo.as_ref().is_some_and(|l| l.q.is_full()) {
+            // The shortcut's queue is full: as a full socket buffer, the
+            // QPs keep their packets until the next receive empties it.
+            self.counters.tx_full += 1;
+            return 0;
+        }
         self.tx.reset_if_done();
         if let Some(v) = &mut self.v6 {
             v.tx.reset_if_done();
         }
+        let looped = self.counters.loop_sent_pkts;
         let produced = fill(&mut TxBatch {
             tx: &mut self.tx,
             out: &mut self.out,
             v6: self.v6.as_mut(),
+            lo: self.lo.as_mut(),
             counters: &mut self.counters,
             last: None,
         });
-        self.sent_unchecked += produced;
+        // Only what went to the socket can fill the receive queue.
+        let looped = (self.counters.loop_sent_pkts - looped) as usize;
+        self.sent_unchecked += produced.saturating_sub(looped);
         self.flush();
         if self.has_pending() {
             self.counters.tx_full += 1;
@@ -397,12 +528,16 @@ impl UdpDriver {
     /// while datagrams wait to be sent), one of `extra` is readable, or
     /// `timeout` passes (`None`: no limit). Returns whether anything is
     /// ready. At most [`MAX_WAIT_EXTRA`] extra descriptors are watched.
+    /// Never sleeps while packets wait on the shortcut.
     pub fn wait(
         &self,
         extra: &[RawFd],
         writable: bool,
         timeout: Option<Duration>,
     ) -> io::Result<bool> {
+        if self.loopback_waiting() {
+            return Ok(true);
+        }
         let mut fds = [(-1, false); 2 + MAX_GROUPS + MAX_WAIT_EXTRA];
         fds[0] = (self.sock.as_raw_fd(), writable || self.tx.pending() > 0);
         let mut n = 1;
@@ -500,28 +635,81 @@ fn dispatch_from(
 }
 
 /// The send batch [`UdpDriver::transmit`] lends to the endpoint: packet
-/// slots on the IPv4 (or only) socket, and the IPv6 side's, which a
-/// packet for an IPv6 destination is copied to.
+/// slots on the IPv4 (or only) socket, the IPv6 side's, which a packet
+/// for an IPv6 destination is copied to, and the shortcut's queue, which
+/// a packet to the own address and port is copied to.
 pub struct TxBatch<'a> {
     tx: &'a mut sys::SendBufs,
     out: &'a mut Out,
     v6: Option<&'a mut V6Side>,
+    lo: Option<&'a mut Shortcut>,
     counters: &'a mut EngineCounters,
-    /// Where the last committed packet went: (IPv6 side, slot, length).
-    last: Option<(bool, usize, usize)>,
+    /// Where the last committed packet went.
+    last: Option<Last>,
+}
+
+/// Where a committed packet is.
+#[derive(Clone, Copy)]
+enum Last {
+    /// Slot of the IPv4 (or only) socket's batch or the IPv6 side's, and
+    /// its length.
+    Udp { v6: bool, slot: usize, len: usize },
+    /// Slot of the shortcut's queue.
+    Loop(usize),
 }
 
 impl TxBatch<'_> {
     /// The last committed packet as it goes on the wire (its ICRC
     /// filled), for a fault injector that corrupts it.
     pub fn last_mut(&mut self) -> Option<&mut [u8]> {
-        let (v6, i, len) = self.last?;
-        let tx = if v6 {
-            &mut self.v6.as_mut()?.tx
-        } else {
-            &mut *self.tx
+        match self.last? {
+            Last::Udp { v6, slot, len } => {
+                let tx = if v6 {
+                    &mut self.v6.as_mut()?.tx
+                } else {
+                    &mut *self.tx
+                };
+                Some(&mut tx.slot_mut(slot)[..len])
+            }
+            Last::Loop(i) => self.lo.as_mut()?.q.get_mut(i),
+        }
+    }
+
+    /// Hands the packet in send slot `i` to the shortcut if it comes back
+    /// to this driver (its own port, an address it serves); returns
+    /// whether it did (counted as sent or as a send error).
+    fn shortcut(&mut self, i: usize, t: Transmit, src: Option<IpAddr>) -> bool {
+        let Some(l) = self.lo.as_deref_mut() else {
+            return false;
         };
-        Some(&mut tx.slot_mut(i)[..len])
+        // The socket the UDP path would take.
+        let out = match &mut self.v6 {
+            Some(v) if t.dst.is_ipv6() => &mut v.out,
+            _ => &mut *self.out,
+        };
+        let Some((s, d)) = out.own_dst(t.dst, src, &l.own) else {
+            return false;
+        };
+        let c = &mut *self.counters;
+        if !(BTH_LEN + ICRC_LEN..=TX_SLOT).contains(&t.len) {
+            c.send_errors += 1;
+            return true;
+        }
+        let pkt = &mut self.tx.slot_mut(i)[..t.len];
+        if !out.seal_own(pkt, s, d) {
+            c.send_errors += 1;
+        }
+        // Room was checked by has_room before the QP built the packet.
+        match l.q.push(pkt, Hop { src: s, dst: d }) {
+            Some(j) => {
+                c.sent_pkts += 1;
+                c.sent_bytes += t.len as u64;
+                c.loop_sent_pkts += 1;
+                self.last = Some(Last::Loop(j));
+            }
+            None => c.send_errors += 1,
+        }
+        true
     }
 }
 
@@ -531,9 +719,11 @@ impl TransmitSink for TxBatch<'_> {
     }
 
     fn has_room(&self) -> bool {
-        // Room on the IPv6 side too: the packet's family is known only
-        // once the QP made it.
-        !self.tx.is_full() && !self.v6.as_ref().is_some_and(|v| v.tx.is_full())
+        // Room on the IPv6 side and the shortcut too: the packet's
+        // destination is known only once the QP made it.
+        !self.tx.is_full()
+            && !self.v6.as_ref().is_some_and(|v| v.tx.is_full())
+            && !self.lo.as_ref().is_some_and(|l| l.q.is_full())
     }
 
     fn buffer(&mut self) -> Option<&mut [u8]> {
@@ -550,6 +740,9 @@ impl TransmitSink for TxBatch<'_> {
             self.counters.send_errors += 1;
             return;
         };
+        if self.shortcut(i, t, src) {
+            return;
+        }
         match &mut self.v6 {
             Some(v) if t.dst.is_ipv6() => {
                 // Copied to the IPv6 batch (the IPv4 slot stays free).
@@ -560,12 +753,20 @@ impl TransmitSink for TxBatch<'_> {
                 let len = t.len.min(TX_SLOT);
                 v.tx.slot_mut(j)[..len].copy_from_slice(&self.tx.slot_mut(i)[..len]);
                 if v.out.finish(&mut v.tx, j, t, src, self.counters) {
-                    self.last = Some((true, j, t.len));
+                    self.last = Some(Last::Udp {
+                        v6: true,
+                        slot: j,
+                        len: t.len,
+                    });
                 }
             }
             _ => {
                 if self.out.finish(self.tx, i, t, src, self.counters) {
-                    self.last = Some((false, i, t.len));
+                    self.last = Some(Last::Udp {
+                        v6: false,
+                        slot: i,
+                        len: t.len,
+                    });
                 }
             }
         }

@@ -24,7 +24,9 @@ struct Cli {
 enum Command {
     /// Print the RoCE packets of a pcap/pcapng capture, one line each, and
     /// check every ICRC. Exit status: 0 all good, 1 a RoCE packet has a bad
-    /// ICRC or does not parse, 2 the file cannot be read.
+    /// ICRC or does not parse, 2 the file cannot be read. Packets between
+    /// QPs of one device take the intra-device shortcut and are in no
+    /// capture unless the device is up with --force-udp.
     Decode {
         /// Capture file (pcap or pcapng; Ethernet, VLAN, SLL, SLL2, raw IP).
         file: PathBuf,
@@ -48,6 +50,13 @@ enum Command {
         /// UDP port for RoCEv2.
         #[arg(long, default_value_t = cli::up::ROCE_PORT)]
         port: u16,
+        /// Send packets between QPs of this device through its UDP socket
+        /// too, instead of handing them over inside the daemon (the
+        /// intra-device shortcut, as the kernel's rxe_loopback). Captures
+        /// on the interface see such packets only with this switch;
+        /// `rxu stats` shows the path (loopback=1: shortcut).
+        #[arg(long)]
+        force_udp: bool,
         /// Serve only this user (and root). Without it a device root
         /// brings up serves every user, as the kernel's uverbs nodes do.
         #[arg(long)]
@@ -122,12 +131,14 @@ fn main() -> ExitCode {
             addr,
             name,
             port,
+            force_udp,
             owner_only,
         } => up_cmd(&UpOpts {
             name,
             netdev,
             addr,
             port,
+            force_udp,
             owner_only,
         }),
         Command::Down { name, force, all } => {

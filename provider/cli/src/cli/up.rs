@@ -42,6 +42,9 @@ pub struct UpOpts {
     pub netdev: Option<String>,
     pub addr: Option<IpAddr>,
     pub port: u16,
+    /// Packets between QPs of the device go through its UDP socket too
+    /// (rxud `--force-udp`), not the intra-device shortcut.
+    pub force_udp: bool,
     /// Serve only the user who brought the device up (and root); by
     /// default a device root brings up serves every user, as the kernel's
     /// uverbs nodes (0666) do, and a user's device only that user.
@@ -306,6 +309,9 @@ fn daemon_args(opts: &UpOpts, plan: &Plan, sysfs: &Path, uverbs: u32) -> Vec<Str
     }
     if opts.all_users() {
         v.push("--all-users".into());
+    }
+    if opts.force_udp {
+        v.push("--force-udp".into());
     }
     v
 }
@@ -576,6 +582,7 @@ mod tests {
             netdev: netdev.map(Into::into),
             addr: addr.map(|a| a.parse().unwrap()),
             port: ROCE_PORT,
+            force_udp: false,
             owner_only: false,
         }
     }
@@ -718,5 +725,8 @@ mod tests {
                 "3"
             ]
         );
+        o.force_udp = true;
+        let args = daemon_args(&o, &p, Path::new("/run/rxu/sysfs"), 3);
+        assert_eq!(args.last().map(String::as_str), Some("--force-udp"));
     }
 }

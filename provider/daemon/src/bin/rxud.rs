@@ -53,6 +53,11 @@ struct Args {
     /// rdma_cm: how often a REQ / REP / DREQ is retransmitted (kernel: 15).
     #[arg(long)]
     cm_retries: Option<u8>,
+    /// Send packets between QPs of this device through its UDP socket
+    /// too, instead of the intra-device shortcut (packet captures then see
+    /// them). Also on when the environment has RXU_FORCE_UDP=1.
+    #[arg(long)]
+    force_udp: bool,
     /// Serve verbs clients of every user (control socket 0666, as the
     /// kernel's uverbs nodes); only the daemon's user or root may stop it.
     #[arg(long)]
@@ -65,6 +70,7 @@ fn main() -> ExitCode {
     cfg.netdev = a.netdev;
     cfg.port = a.port;
     cfg.all_addrs = a.all_addrs;
+    cfg.force_udp = a.force_udp || env_on("RXU_FORCE_UDP");
     cfg.all_users = a.all_users;
     cfg.mtu = a.mtu;
     cfg.max_spin = Duration::from_micros(a.spin_us);
@@ -86,4 +92,9 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A switch in the environment: set, and neither empty nor "0".
+fn env_on(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0")
 }

@@ -66,6 +66,7 @@ pub(super) fn stats(
     objects: &Objects,
     endpoint: &Endpoint<DeviceMemory>,
     e: &EngineCounters,
+    shortcut: bool,
     port: &Port,
     d: &DaemonCounters,
     cm: &CmService,
@@ -86,6 +87,12 @@ pub(super) fn stats(
         counter("tx_syscalls", e.tx_syscalls),
         counter("tx_full", e.tx_full),
         counter("tx_paused", e.tx_paused),
+        // The intra-device shortcut: 1 when packets between QPs of this
+        // device skip the socket (0: --force-udp); what took it, counted
+        // in sent/rcvd_pkts too.
+        counter("loopback", u64::from(shortcut)),
+        counter("loopback_sent_pkts", e.loop_sent_pkts),
+        counter("loopback_rcvd_pkts", e.loop_rcvd_pkts),
         counter("timer_fires", e.timer_fires),
         counter("mrs", m.mrs),
         counter("mr_bytes", m.bytes),
@@ -120,6 +127,7 @@ pub(super) fn stats(
         counter("async_events_dropped", d.async_events_dropped),
         counter("daemon_sleeps", d.sleeps),
         counter("doorbells", d.doorbells),
+        counter("recv_refills", d.recv_refills),
     ];
     // rxe's hw_counters, summed over every QP the device had.
     let t = objects.qp_totals(endpoint);

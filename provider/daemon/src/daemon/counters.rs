@@ -16,6 +16,9 @@ pub struct DaemonCounters {
     pub async_events_dropped: u64,
     pub sleeps: u64,
     pub doorbells: u64,
+    /// Receive rings read in the middle of a receive batch because a
+    /// packet took a QP's last receive WQE.
+    pub recv_refills: u64,
     /// Bytes of every successful registration since start.
     pub mr_bytes_registered: u64,
     /// Regions released (DeregMr, or with their client).

@@ -345,21 +345,35 @@ impl Device {
             slot_buf,
             ..
         } = self;
+        endpoint.take_recv_starved();
         let n = refill_receives(endpoint, objects.sessions_mut(), counters, slot_buf);
         counters.wqes_posted += n as u64;
     }
 
-    /// The received packets to the endpoint; returns how many.
+    /// The received packets to the endpoint; returns how many. When a
+    /// packet took a QP's last receive WQE, the receives posted to the
+    /// rings since are taken before the next packet (a batch of small
+    /// SENDs can use up an RQ within one receive batch, and a SEND that
+    /// finds no receive costs an RNR NAK, the requester's RNR timer and
+    /// the resend of everything behind it).
     fn dispatch_packets(&mut self, now: Instant) -> usize {
         let Device {
             endpoint,
             driver,
             objects,
             counters,
+            slot_buf,
             ..
         } = self;
-        let mut cqs = DeviceCqs::new(objects, counters);
-        driver.dispatch(|m, b| endpoint.handle_datagram(now, m, b, &mut cqs))
+        driver.dispatch(|m, b| {
+            if endpoint.take_recv_starved() {
+                let n = refill_receives(endpoint, objects.sessions_mut(), counters, slot_buf);
+                counters.wqes_posted += n as u64;
+                counters.recv_refills += 1;
+            }
+            let mut cqs = DeviceCqs::new(objects, counters);
+            endpoint.handle_datagram(now, m, b, &mut cqs)
+        })
     }
 
     /// One send batch from the endpoint; returns the packets it made.

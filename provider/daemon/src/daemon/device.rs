@@ -139,6 +139,7 @@ impl Device {
         if self.port.all_addrs() {
             // Packets to an address that is no GID (any more) are not ours.
             self.endpoint.set_local_addrs(Some(self.port.addrs()));
+            self.driver.set_local_addrs(Some(self.port.addrs()));
         }
         if c.gids_changed {
             self.cm.set_local_addrs(&self.port);
@@ -183,10 +184,21 @@ impl Device {
             &self.objects,
             &self.endpoint,
             &self.engine_counters(),
+            self.driver.shortcut(),
             &self.port,
             &self.counters,
             &self.cm,
         )
+    }
+
+    /// Which path packets between this device's own QPs take, as the log
+    /// and `rxu stats` say it.
+    pub fn path_name(&self) -> &'static str {
+        if self.driver.shortcut() {
+            "intra-device shortcut on"
+        } else {
+            "all packets by UDP"
+        }
     }
 
     /// The endpoint's and the driver's counters together.

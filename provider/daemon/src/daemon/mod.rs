@@ -103,13 +103,14 @@ pub fn run(cfg: Config) -> Result<(), DaemonError> {
     dev.refresh_port(false);
     let files = setup::RuntimeFiles::create(&cfg.name, cfg.all_users)?;
     info!(
-        "device {} on {}:{} (netdev {}, MTU {}, port MTU {} bytes)",
+        "device {} on {}:{} (netdev {}, MTU {}, port MTU {} bytes; {})",
         cfg.name,
         cfg.addr,
         cfg.port,
         dev.port.netdev(),
         dev.port.facts().netdev_mtu,
-        dev.port.mtu().bytes()
+        dev.port.mtu().bytes(),
+        dev.path_name()
     );
     let mut d = event_loop::Daemon::new(dev, files, signals, cfg.max_spin, cfg.all_users).map_err(
         |source| DaemonError::Io {

@@ -40,6 +40,9 @@ pub struct Config {
     pub all_addrs: bool,
     /// rdma_cm timers (the kernel's defaults unless a test shortens them).
     pub cm_timing: rxu_cm::engine::CmTiming,
+    /// Send packets between QPs of this device through the UDP socket
+    /// too, not the intra-device shortcut (`--force-udp`).
+    pub force_udp: bool,
     /// Serve clients of every user (socket 0666, as the kernel's
     /// /dev/infiniband/uverbsN); else only the daemon's user and root.
     pub all_users: bool,
@@ -57,6 +60,7 @@ impl Config {
             node: None,
             all_addrs: false,
             cm_timing: rxu_cm::engine::CmTiming::default(),
+            force_udp: false,
             all_users: false,
         }
     }
@@ -188,6 +192,7 @@ pub fn engine_config(cfg: &Config, netdev: &str) -> EngineConfig {
         EngineConfig::new(cfg.addr)
     };
     e.port = cfg.port;
+    e.loopback = !cfg.force_udp;
     // Peers listen on the same port (4791, or the test port).
     e.peer_port = cfg.port;
     // Room for a peer's burst while this daemon waits for a core (the
