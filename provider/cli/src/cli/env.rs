@@ -88,14 +88,34 @@ pub fn provider_prefix() -> Option<PathBuf> {
         .map(|d| d.join("librxu"))
 }
 
-/// The first `librxu-ucma.so` found where [`provider_prefix`] looks.
+/// The first `librxu-ucma.so` found where [`provider_prefix`] looks, or
+/// where the Debian package installs it beside `/usr/bin/rxu`
+/// (`/usr/lib/<multiarch>/rxu/`).
 pub fn ucma_library() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let exe = exe.canonicalize().unwrap_or(exe);
     candidate_dirs(&exe)
         .into_iter()
+        .chain(installed_lib_dirs(&exe))
         .map(|d| d.join(UCMA_FILE))
         .find(|p| p.is_file())
+}
+
+/// `<prefix>/lib/<any>/rxu` for an executable in `<prefix>/bin`.
+fn installed_lib_dirs(exe: &Path) -> Vec<PathBuf> {
+    let Some(lib) = exe.parent().and_then(Path::parent).map(|p| p.join("lib")) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(&lib) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("rxu"))
+        .filter(|d| d.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
 }
 
 /// `LD_PRELOAD` with `ours` appended to the entries already there (space
@@ -170,6 +190,18 @@ mod tests {
             preload_value(Some("/t/librxu-ucma.so /a.so"), ours),
             "/a.so:/t/librxu-ucma.so"
         );
+    }
+
+    #[test]
+    fn installed_ucma_dir_is_found_beside_bin() {
+        let root = std::env::temp_dir().join(format!("rxu-env-test-{}", std::process::id()));
+        let lib = root.join("lib/x86_64-linux-gnu/rxu");
+        std::fs::create_dir_all(&lib).unwrap();
+        std::fs::create_dir_all(root.join("lib/other")).unwrap();
+        let dirs = installed_lib_dirs(&root.join("bin/rxu"));
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(dirs, vec![lib]);
+        assert!(installed_lib_dirs(Path::new("/rxu")).is_empty());
     }
 
     #[test]
