@@ -500,9 +500,14 @@ impl Capture {
             "-n",
             "-U",
             "--immediate-mode",
-            // Whole frames: a GSO batch on lo is up to 64 KiB.
+            // Whole frames (a GSO batch on lo is up to 64 KiB), and a ring
+            // with room for them: with the default 2 MiB buffer and 256 KiB
+            // snap length the ring holds 8 frames, and a burst while
+            // tcpdump waits for a core was lost (a CI run missed a NAK).
             "-s",
-            "0",
+            "65600",
+            "-B",
+            "131072",
             "-w",
         ])
         .arg(&file)
@@ -549,6 +554,15 @@ impl Capture {
         self.proc.signal("INT");
         self.proc.wait(Duration::from_secs(5));
         let lines = self.decode();
+        // tcpdump's own count of what the kernel dropped: a capture that
+        // lost frames cannot show the NAKs, and must say so.
+        let report = self.proc.report();
+        assert!(
+            report
+                .lines()
+                .any(|l| l.trim() == "0 packets dropped by kernel"),
+            "the capture lost frames:\n{report}"
+        );
         let _ = std::fs::remove_file(&self.file);
         let summary = lines.last().cloned().unwrap_or_default();
         assert!(
