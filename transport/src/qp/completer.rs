@@ -13,7 +13,7 @@ use super::sgl;
 use super::timers;
 use super::types::*;
 use crate::verbs::WrKind;
-use crate::wire::{AethKind, NakCode, Opcode, Packet};
+use crate::wire::{credit, AethKind, NakCode, Opcode, Packet};
 use crate::Psn;
 use std::time::Instant;
 
@@ -37,7 +37,10 @@ impl Qp {
             return;
         };
         match (op, aeth.kind()) {
-            (Opcode::RC_ACK, AethKind::Ack { .. }) => self.on_ack(now, psn),
+            (Opcode::RC_ACK, AethKind::Ack { credit }) => {
+                self.take_credit(now, psn, credit);
+                self.on_ack(now, psn);
+            }
             (Opcode::RC_ACK, AethKind::RnrNak { timer }) => self.on_rnr_nak(now, psn, timer),
             (Opcode::RC_ACK, AethKind::Nak(NakCode::PsnSequence)) => self.on_seq_nak(now, psn),
             (Opcode::RC_ACK, AethKind::Nak(code)) => self.on_fatal_nak(now, psn, code),
@@ -45,6 +48,30 @@ impl Qp {
             (_, AethKind::Ack { .. }) => self.on_read_response(now, pkt, env),
             _ => self.counters.dropped_pkts += 1,
         }
+    }
+
+    /// The credit count of an ACK for `psn` (also of a re-ACK of the last
+    /// PSN: that is how a responder hands out credits unasked), unless an
+    /// ACK for a later PSN already gave one.
+    fn take_credit(&mut self, now: Instant, psn: Psn, code: u8) {
+        let current = psn == self.sq.comp_psn.sub(1) || self.sq.in_flight(psn);
+        if !current || self.sq.credits.is_some() && psn.is_before(self.sq.credit_psn) {
+            return;
+        }
+        let new = credit::decode(code);
+        if psn == self.sq.credit_psn && new > self.sq.credits && self.sq.credits.is_some() {
+            // The same PSN with more credits: an update sent unasked.
+            self.sq.peer_updates = true;
+        }
+        self.sq.credits = new;
+        self.sq.credit_psn = psn;
+        self.sq.probe_ok = false;
+        self.sq.probe_deadline = match new {
+            Some(c) if self.sq.peer_updates && c <= self.receive_msgs_out() => {
+                Some(now + self.tuning.credit_probe_delay)
+            }
+            _ => None,
+        };
     }
 
     /// Plain ACK: everything up to `psn` arrived.

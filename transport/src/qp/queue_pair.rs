@@ -32,7 +32,13 @@
 //!   answered as a new READ from its PSN (FIRST/ONLY first), and both
 //!   that and rxe's MIDDLE/LAST continuation are accepted by the
 //!   completer;
-//! - credits in received AETHs are ignored (advisory); we send 0x1F.
+//! - end-to-end credits (IBA 9.7.7.2): an RC responder without an SRQ
+//!   puts its RQ's count in every ACK-type AETH and announces receives
+//!   posted after it promised few with an unsolicited ACK; the requester
+//!   starts no SEND (or WRITE with immediate) beyond the credits of the
+//!   newest ACK, and with none left probes with one message after
+//!   `QpTuning::credit_probe_delay`. Code 31 (kernel rxe's answer, or an
+//!   SRQ) leaves the requester unlimited.
 
 pub use super::error::QpError;
 use super::memory::Memory;
@@ -174,6 +180,12 @@ pub struct QpCounters {
     pub dropped_pkts: u64,
     /// UD packets dropped for a Q_Key mismatch (rxe's qkey_viol_cntr).
     pub qkey_violations: u64,
+    /// Responder: unsolicited ACKs sent to give the requester credits
+    /// when receives were posted after an ACK that promised few.
+    pub credit_updates: u64,
+    /// Requester: SENDs sent without credit, as a probe, after waiting
+    /// for credits in vain.
+    pub credit_probes: u64,
 }
 
 /// Attributes in force (defaults as rxe's for a fresh QP).
@@ -470,6 +482,7 @@ impl Qp {
             return Err(QpError::QueueFull);
         }
         self.rq.push_back(wqe);
+        self.offer_credits();
         Ok(())
     }
 
@@ -556,6 +569,10 @@ impl Qp {
             self.sq.ack_deadline = None;
             self.on_ack_timeout(now);
         }
+        if self.sq.probe_deadline.is_some_and(|t| t <= now) {
+            self.sq.probe_deadline = None;
+            self.sq.probe_ok = true;
+        }
         if self.state != QpState::Err {
             self.sq.fix_cursor();
         }
@@ -566,10 +583,14 @@ impl Qp {
         if !self.sending_state() {
             return None;
         }
-        match (self.sq.ack_deadline, self.sq.rnr_deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.sq.ack_deadline,
+            self.sq.rnr_deadline,
+            self.sq.probe_deadline,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn sending_state(&self) -> bool {

@@ -115,8 +115,47 @@ impl Qp {
         if e.kind.is_rd_atomic() && sq.rd_outstanding >= depth {
             return false;
         }
+        if e.takes_recv() && !self.has_credit() {
+            return false;
+        }
         let span = ahead + SqEntry::packets_for(e.kind, e.len, self.seg_mtu());
         ahead == 0 || span <= MAX_PSN_SPAN
+    }
+
+    /// Whether a new message that takes a receive WQE may start: fewer
+    /// such messages unacknowledged than the responder's credits, or one
+    /// beyond them (the IBA lets a requester send one message past its
+    /// limit so the responder can answer with new credits; rdmavt does
+    /// the same). Against a responder known to send unsolicited credit
+    /// updates, the one beyond waits `QpTuning::credit_probe_delay` for
+    /// such an update first, so that a receive queue the application is
+    /// about to refill does not cost an RNR NAK and its timer. Messages
+    /// already started (resends) need no credit.
+    fn has_credit(&self) -> bool {
+        let Some(credits) = self.sq.credits else {
+            return true;
+        };
+        let out = self.receive_msgs_out();
+        out < credits || out == credits && (self.sq.probe_ok || !self.sq.peer_updates)
+    }
+
+    /// Credits not yet used by unacknowledged messages that take a
+    /// receive WQE; None when the responder promised nothing.
+    fn credits_left(&self) -> Option<u32> {
+        let credits = self.sq.credits?;
+        Some(credits.saturating_sub(self.receive_msgs_out()))
+    }
+
+    /// Messages sent, not yet acknowledged, that take a receive WQE.
+    pub(crate) fn receive_msgs_out(&self) -> u32 {
+        let n = self
+            .sq
+            .entries
+            .iter()
+            .take_while(|e| e.started)
+            .filter(|e| !e.done && e.takes_recv())
+            .count();
+        u32::try_from(n).unwrap_or(u32::MAX)
     }
 
     /// Builds the next request packet, if the requester may send one.
@@ -137,6 +176,14 @@ impl Qp {
         let pmtu = self.seg_mtu();
         let idx = self.sq.cur_idx;
         let psn = self.sq.cur_psn;
+        if !self.sq.entries[idx].started
+            && self.sq.entries[idx].takes_recv()
+            && self.credits_left() == Some(0)
+        {
+            // The one message the IBA lets go without credit.
+            self.sq.probe_ok = false;
+            self.counters.credit_probes += 1;
+        }
         {
             let e = &mut self.sq.entries[idx];
             if !e.started {

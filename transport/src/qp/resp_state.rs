@@ -71,6 +71,10 @@ pub(crate) struct Responder {
     /// in hand: the QP's, or for an XRC target the PD of the XRC SRQ its
     /// XRCETH names (a target QP has no PD of its own).
     pub pd: u32,
+    /// Credits the newest ACK sent promised (None: none sent yet, or
+    /// code 31). Receives posted beyond twice this are announced at once
+    /// (`Qp::offer_credits`).
+    pub advertised: Option<u32>,
 }
 
 impl Responder {
@@ -85,6 +89,7 @@ impl Responder {
         self.ud_seen.clear();
         self.res.clear();
         self.out.clear();
+        self.advertised = None;
     }
 
     pub(crate) fn bump_msn(&mut self) {

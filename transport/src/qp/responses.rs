@@ -7,9 +7,9 @@
 use super::memory::MemError;
 use super::queue_pair::{Env, Qp};
 use super::resp_state::RespOut;
-use super::types::QpType;
+use super::types::{QpState, QpType};
 use crate::wire::{
-    pad_for, Aeth, AethKind, AtomicAckEth, Headers, NakCode, Opcode, Service, ICRC_LEN,
+    credit, pad_for, Aeth, AethKind, AtomicAckEth, Headers, NakCode, Opcode, Service, ICRC_LEN,
 };
 use crate::Psn;
 use std::net::IpAddr;
@@ -19,6 +19,49 @@ fn plain_ack(o: &RespOut) -> bool {
 }
 
 impl Qp {
+    /// The credit code this QP's ACKs carry (IBA 9.7.7.2): the receive
+    /// WQEs its RQ holds now, for the messages after the ACK's MSN (a
+    /// WQE taken for a message still arriving is not counted: fewer,
+    /// never more). A QP that receives from an SRQ promises nothing, as
+    /// the IBA says: other QPs share that queue.
+    pub(crate) fn credit_code(&self) -> u8 {
+        if self.cfg.qp_type != QpType::Rc || self.cfg.srq.is_some() {
+            return credit::INVALID;
+        }
+        credit::encode(self.rq.len())
+    }
+
+    /// Receives were posted: if the last ACK promised few, tell the
+    /// requester now with an ACK of the last PSN it has (a duplicate to
+    /// it, carrying the new count), rather than have it wait and probe
+    /// into what it believes is an empty queue. At most one such ACK per
+    /// doubling of the count; none while a response is queued (it will
+    /// carry the count when it is built).
+    pub(crate) fn offer_credits(&mut self) {
+        let Some(told) = self.resp.advertised else {
+            return;
+        };
+        if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd)
+            || !self.resp.out.is_empty()
+        {
+            return;
+        }
+        let now = credit::decode(self.credit_code()).unwrap_or(0);
+        if now > told.saturating_mul(2) {
+            self.counters.credit_updates += 1;
+            let psn = self.resp.epsn.sub(1);
+            self.push_ack(psn, Aeth::ack(credit::INVALID, self.resp.msn));
+        }
+    }
+
+    /// An ACK-type AETH for `msn` with this QP's credits now, remembered
+    /// as the promise last made.
+    fn ack_aeth(&mut self, msn: u32) -> Aeth {
+        let code = self.credit_code();
+        self.resp.advertised = credit::decode(code);
+        Aeth::ack(code, msn)
+    }
+
     /// Queues an ACK or NAK, replacing a plain ACK still waiting at the
     /// tail.
     pub(crate) fn push_ack(&mut self, psn: Psn, aeth: Aeth) {
@@ -47,20 +90,25 @@ impl Qp {
                 RespOut::Ack { psn, aeth } => {
                     hdr.bth.opcode = Opcode::RC_ACK;
                     hdr.bth.psn = psn;
-                    hdr.aeth = Some(aeth);
+                    // An ACK's credits are counted when it is built,
+                    // not when it was queued: the freshest count.
+                    hdr.aeth = Some(match aeth.kind() {
+                        AethKind::Ack { .. } => self.ack_aeth(aeth.msn),
+                        _ => aeth,
+                    });
                     self.resp.out.pop_front();
                 }
                 RespOut::AtomicAck { psn, orig } => {
                     hdr.bth.opcode = Opcode::RC_ATOMIC_ACK;
                     hdr.bth.psn = psn;
-                    hdr.aeth = Some(Aeth::ack(Aeth::CREDIT_INVALID, msn));
+                    hdr.aeth = Some(self.ack_aeth(msn));
                     hdr.atomic_ack = Some(AtomicAckEth { orig });
                     self.resp.out.pop_front();
                 }
                 RespOut::Empty { psn } => {
                     hdr.bth.opcode = Opcode::RC_READ_RESPONSE_ONLY;
                     hdr.bth.psn = psn;
-                    hdr.aeth = Some(Aeth::ack(Aeth::CREDIT_INVALID, msn));
+                    hdr.aeth = Some(self.ack_aeth(msn));
                     self.resp.out.pop_front();
                 }
                 RespOut::Read(s) => {
@@ -74,7 +122,7 @@ impl Qp {
                     };
                     hdr.bth.psn = s.psn;
                     if !s.started || last {
-                        hdr.aeth = Some(Aeth::ack(Aeth::CREDIT_INVALID, msn));
+                        hdr.aeth = Some(self.ack_aeth(msn));
                     }
                     n = s.resid.min(pmtu) as usize;
                     self.to_service(&mut hdr);

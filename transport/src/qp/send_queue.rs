@@ -144,6 +144,18 @@ impl SqEntry {
         }
     }
 
+    /// The message takes a receive WQE at the responder (SEND, or WRITE
+    /// with immediate): it needs an end-to-end credit.
+    pub(crate) fn takes_recv(&self) -> bool {
+        matches!(
+            self.wqe.op,
+            SendOp::Send
+                | SendOp::SendImm { .. }
+                | SendOp::SendInv { .. }
+                | SendOp::WriteImm { .. }
+        )
+    }
+
     pub(crate) fn last_psn(&self) -> Psn {
         self.first_psn.add(self.npkts.saturating_sub(1))
     }
@@ -221,6 +233,22 @@ pub(crate) struct SendQueue {
     pub ack_deadline: Option<Instant>,
     /// Waiting out an RNR NAK: nothing is sent until then.
     pub rnr_deadline: Option<Instant>,
+    /// End-to-end credits (IBA 9.7.7.2) from the newest ACK that gave
+    /// any: receive WQEs the responder holds for messages after that ACK.
+    /// None: the responder promises nothing (credit code 31, as kernel
+    /// rxe always sends, or an SRQ behind it), and SENDs are not limited.
+    pub credits: Option<u32>,
+    /// PSN of the ACK that gave `credits` (an older ACK's count is stale).
+    pub credit_psn: Psn,
+    /// The responder has raised our credits with a repeated ACK (an
+    /// unsolicited update): with none left, it is worth waiting for the
+    /// next one before sending beyond them.
+    pub peer_updates: bool,
+    /// Out of credits, with a responder that sends updates: when one
+    /// message may go beyond them anyway.
+    pub probe_deadline: Option<Instant>,
+    /// The probe deadline passed: one message may go beyond the credits.
+    pub probe_ok: bool,
 }
 
 impl SendQueue {
@@ -242,6 +270,10 @@ impl SendQueue {
         self.cwnd = u32::MAX;
         self.ack_deadline = None;
         self.rnr_deadline = None;
+        self.credits = None;
+        self.peer_updates = false;
+        self.probe_deadline = None;
+        self.probe_ok = false;
         for e in &mut self.entries {
             e.started = false;
             e.holds_rd = false;

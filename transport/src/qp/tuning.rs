@@ -22,6 +22,14 @@ pub struct QpTuning {
     /// holds before it stops accepting requests that need one; a peer
     /// that floods READ requests then sees loss, not unbounded memory.
     pub max_pending_responses: usize,
+    /// How long the RC requester, out of end-to-end credits, waits for an
+    /// unsolicited credit update before it sends the one message the IBA
+    /// allows beyond them (which meets an RNR NAK if the receive queue is
+    /// still empty); only against a responder seen to send such updates
+    /// (rxu does), others get the message at once, as rdmavt sends it.
+    /// Waiting costs nothing when the update comes; a message into an
+    /// empty queue costs the RNR timer.
+    pub credit_probe_delay: std::time::Duration,
 }
 
 impl Default for QpTuning {
@@ -31,6 +39,7 @@ impl Default for QpTuning {
             ack_req_interval: 64,
             port_mtu: Mtu::M4096,
             max_pending_responses: 1024,
+            credit_probe_delay: std::time::Duration::from_micros(500),
         }
     }
 }

@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bth;
+pub mod credit;
 pub mod ext;
 pub mod icrc;
 pub mod ip;

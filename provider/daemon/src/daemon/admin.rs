@@ -144,6 +144,8 @@ pub(super) fn stats(
         counter("local_ack_timeout_err", t.local_ack_timeout_err),
         counter("qp_dropped_pkts", t.dropped_pkts),
         counter("qkey_violations", t.qkey_violations),
+        counter("credit_updates", t.credit_updates),
+        counter("credit_probes", t.credit_probes),
     ]);
     // rdma_cm: MADs by type, retries, rejects by reason, timeouts, drops.
     device.push(counter("gsi_dropped", endpoint.gsi_dropped()));
@@ -181,6 +183,8 @@ pub(super) fn stats(
                     counter("local_ack_timeout_err", c.local_ack_timeout_err),
                     counter("dropped_pkts", c.dropped_pkts),
                     counter("qkey_violations", c.qkey_violations),
+                    counter("credit_updates", c.credit_updates),
+                    counter("credit_probes", c.credit_probes),
                 ],
             ))
         })

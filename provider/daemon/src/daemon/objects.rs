@@ -370,6 +370,8 @@ fn add_qp_counters(t: &mut QpCounters, c: &QpCounters) {
     t.local_ack_timeout_err += c.local_ack_timeout_err;
     t.dropped_pkts += c.dropped_pkts;
     t.qkey_violations += c.qkey_violations;
+    t.credit_updates += c.credit_updates;
+    t.credit_probes += c.credit_probes;
 }
 
 /// Every client's CQs as the endpoint's completion sink (the data path

@@ -5,6 +5,7 @@
 mod harness;
 
 mod bench;
+mod credits;
 mod errors;
 mod mw;
 mod owner_gone;
