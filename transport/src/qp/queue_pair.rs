@@ -36,9 +36,10 @@
 //!   puts its RQ's count in every ACK-type AETH and announces receives
 //!   posted after it promised few with an unsolicited ACK; the requester
 //!   starts no SEND (or WRITE with immediate) beyond the credits of the
-//!   newest ACK, and with none left probes with one message after
-//!   `QpTuning::credit_probe_delay`. Code 31 (kernel rxe's answer, or an
-//!   SRQ) leaves the requester unlimited.
+//!   newest ACK plus the one the IBA allows, which against a responder
+//!   that sends updates first waits for one (`completer.rs`,
+//!   `credit_wait`). Code 31 (kernel rxe's answer, or an SRQ) leaves the
+//!   requester unlimited.
 
 pub use super::error::QpError;
 use super::memory::Memory;

@@ -127,7 +127,7 @@ impl Qp {
     /// beyond them (the IBA lets a requester send one message past its
     /// limit so the responder can answer with new credits; rdmavt does
     /// the same). Against a responder known to send unsolicited credit
-    /// updates, the one beyond waits `QpTuning::credit_probe_delay` for
+    /// updates, the one beyond waits (`Qp::credit_wait`) for
     /// such an update first, so that a receive queue the application is
     /// about to refill does not cost an RNR NAK and its timer. Messages
     /// already started (resends) need no credit.

@@ -22,9 +22,10 @@ pub struct QpTuning {
     /// holds before it stops accepting requests that need one; a peer
     /// that floods READ requests then sees loss, not unbounded memory.
     pub max_pending_responses: usize,
-    /// How long the RC requester, out of end-to-end credits, waits for an
-    /// unsolicited credit update before it sends the one message the IBA
-    /// allows beyond them (which meets an RNR NAK if the receive queue is
+    /// The least the RC requester, out of end-to-end credits, waits for an
+    /// unsolicited credit update (it waits the local ACK timeout if that
+    /// is longer) before it sends the one message the IBA allows beyond
+    /// them (which meets an RNR NAK if the receive queue is
     /// still empty); only against a responder seen to send such updates
     /// (rxu does), others get the message at once, as rdmavt sends it.
     /// Waiting costs nothing when the update comes; a message into an
