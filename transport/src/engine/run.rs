@@ -354,6 +354,7 @@ impl<M: Memory> Engine<M> {
             Io::Plain(d) => d.transmit(|b| ep.poll_transmit(now, b, done)),
             Io::Faulty(f) => f.transmit(now, |b| ep.poll_transmit(now, b, done)),
         };
+        ep.memory_mut().end_batch();
         Ok((r, s))
     }
 }

@@ -98,6 +98,41 @@ pub trait Memory {
     fn invalidate(&mut self, pd: u32, qpn: u32, key: u32) -> Result<(), MemError>;
     /// Binds a memory window (BIND_MW) through QP `qpn` of `pd`.
     fn bind_mw(&mut self, pd: u32, qpn: u32, bind: &MwBind) -> Result<(), MemError>;
+
+    /// [`Memory::read_local`], saying that the `ahead` bytes after `dst`
+    /// (the rest of the same SGE) are read next: an implementation whose
+    /// every access has a high fixed cost may read them now and keep them
+    /// until [`Memory::end_batch`].
+    fn read_local_ahead(
+        &mut self,
+        pd: u32,
+        lkey: u32,
+        addr: u64,
+        dst: &mut [u8],
+        ahead: u64,
+    ) -> Result<(), MemError> {
+        let _ = ahead;
+        self.read_local(pd, lkey, addr, dst)
+    }
+
+    /// [`Memory::read_remote`] with the same hint (the rest of a READ
+    /// response stream).
+    fn read_remote_ahead(
+        &mut self,
+        pd: u32,
+        qpn: u32,
+        rkey: u32,
+        va: u64,
+        dst: &mut [u8],
+        ahead: u64,
+    ) -> Result<(), MemError> {
+        let _ = ahead;
+        self.read_remote(pd, qpn, rkey, va, dst)
+    }
+
+    /// A send batch is built: whatever `*_ahead` kept is dropped, so that
+    /// no later batch sees memory older than its WQEs.
+    fn end_batch(&mut self) {}
 }
 
 /// A registered region backed by a `Vec<u8>`, for tests and benches.

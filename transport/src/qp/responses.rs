@@ -131,7 +131,15 @@ impl Qp {
                     // The MR may have gone since the request was checked.
                     if n > 0 {
                         let dst = &mut buf[hl..hl + n];
-                        match env.mem.read_remote(s.pd, self.cfg.qpn, s.rkey, s.va, dst) {
+                        let ahead = s.resid - n as u64;
+                        match env.mem.read_remote_ahead(
+                            s.pd,
+                            self.cfg.qpn,
+                            s.rkey,
+                            s.va,
+                            dst,
+                            ahead,
+                        ) {
                             Ok(()) => {}
                             Err(MemError::Gone) => {
                                 // The owner exited: fall silent, as its

@@ -28,14 +28,15 @@ impl SgCursor {
         *self = SgCursor { pos, idx, off: rem };
     }
 
-    /// Calls `f(sge, addr, range)` for each piece of `len` bytes at message
-    /// offset `pos`; `range` indexes the caller's buffer.
+    /// Calls `f(sge, addr, range, rest)` for each piece of `len` bytes at
+    /// message offset `pos`; `range` indexes the caller's buffer, `rest`
+    /// is what the SGE holds after the piece.
     fn walk(
         &mut self,
         sges: &[Sge],
         pos: u64,
         len: usize,
-        mut f: impl FnMut(&Sge, u64, std::ops::Range<usize>) -> Result<(), MemError>,
+        mut f: impl FnMut(&Sge, u64, std::ops::Range<usize>, u64) -> Result<(), MemError>,
     ) -> Result<(), MemError> {
         self.seek(sges, pos);
         let mut done = 0usize;
@@ -52,7 +53,7 @@ impl SgCursor {
                 .addr
                 .checked_add(self.off)
                 .ok_or(MemError::OutOfBounds)?;
-            f(sge, addr, done..done + n)?;
+            f(sge, addr, done..done + n, avail - n as u64)?;
             done += n;
             self.off += n as u64;
             self.pos += n as u64;
@@ -87,8 +88,8 @@ pub(crate) fn gather(
         }
         Payload::Sges(sges) => {
             let len = dst.len();
-            cur.walk(sges, pos, len, |sge, addr, r| {
-                mem.read_local(pd, sge.lkey, addr, &mut dst[r])
+            cur.walk(sges, pos, len, |sge, addr, r, rest| {
+                mem.read_local_ahead(pd, sge.lkey, addr, &mut dst[r], rest)
             })
         }
     }
@@ -103,7 +104,7 @@ pub(crate) fn scatter(
     pos: u64,
     src: &[u8],
 ) -> Result<(), MemError> {
-    cur.walk(sges, pos, src.len(), |sge, addr, r| {
+    cur.walk(sges, pos, src.len(), |sge, addr, r, _| {
         mem.write_local(pd, sge.lkey, addr, &src[r])
     })
 }

@@ -128,6 +128,7 @@ pub(super) fn stats(
         counter("daemon_sleeps", d.sleeps),
         counter("doorbells", d.doorbells),
         counter("recv_refills", d.recv_refills),
+        counter("read_ahead_hits", endpoint.memory().read_ahead_hits()),
     ];
     // rxe's hw_counters, summed over every QP the device had.
     let t = objects.qp_totals(endpoint);

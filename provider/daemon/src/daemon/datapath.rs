@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use transport::engine::{Endpoint, EngineError};
-use transport::qp::{QpError, QpEvent, QpState, WcOpcode, WcStatus};
+use transport::qp::{Memory, QpError, QpEvent, QpState, WcOpcode, WcStatus};
 
 use crate::mem::DeviceMemory;
 use rxu_abi::proto::abi::{Cqe, CqeBytes, CQE_STAMPED_SIZE};
@@ -386,7 +386,10 @@ impl Device {
             ..
         } = self;
         let mut cqs = DeviceCqs::new(objects, counters);
-        driver.transmit(|b| endpoint.poll_transmit(now, b, &mut cqs))
+        let n = driver.transmit(|b| endpoint.poll_transmit(now, b, &mut cqs));
+        // What was read ahead for this batch is not kept for the next.
+        endpoint.memory_mut().end_batch();
+        n
     }
 
     /// Takes posted work from every client's rings; returns WQEs taken.

@@ -46,6 +46,7 @@ mod keys;
 mod latency;
 mod mapcheck;
 mod mw;
+mod readahead;
 #[cfg(test)]
 mod tests;
 
@@ -64,6 +65,7 @@ use keys::{KeyMap, KeySource};
 use latency::Reservoir;
 use mapcheck::MapSource;
 use mw::Windows;
+use readahead::ReadAhead;
 
 /// The page size ranges are rounded to (x86-64's base page).
 const PAGE: u64 = 4096;
@@ -160,6 +162,9 @@ pub struct DeviceMemory {
     failures: u64,
     bytes: u64,
     latency: Reservoir,
+    /// The rest of a multi-packet message's SGE, read with its first
+    /// piece, for the rest of the send batch (`readahead.rs`).
+    ahead: ReadAhead,
 }
 
 impl DeviceMemory {
@@ -182,6 +187,7 @@ impl DeviceMemory {
         if self.clients.remove(&client).is_none() {
             return;
         }
+        self.ahead.clear();
         self.windows.remove_client(client);
         let mut freed = 0u64;
         self.mrs.retain(|_, m| {
@@ -521,6 +527,30 @@ impl DeviceMemory {
     }
 }
 
+impl DeviceMemory {
+    /// A checked read at file offset `at` of `mem` (the region ends at
+    /// `end`): from the read-ahead copy, or with the bytes ahead read
+    /// along, or alone.
+    fn read_kept(
+        &mut self,
+        mem: &Arc<File>,
+        at: u64,
+        dst: &mut [u8],
+        ahead: u64,
+        end: u64,
+    ) -> Result<(), MemError> {
+        if self.ahead.serve(mem, at, dst) || self.ahead.fill(mem, at, dst, ahead, end) {
+            return Ok(());
+        }
+        read(mem, at, dst)
+    }
+
+    /// Reads served from the read-ahead copy since start.
+    pub fn read_ahead_hits(&self) -> u64 {
+        self.ahead.hits
+    }
+}
+
 /// A failed pread/pwrite on a client's /proc/<pid>/mem. The kernel
 /// answers EIO for an address the process has not mapped, but 0 bytes
 /// (end of file) once the process has no address space at all: it is
@@ -562,7 +592,9 @@ impl Memory for DeviceMemory {
 
     fn write_local(&mut self, pd: u32, lkey: u32, addr: u64, src: &[u8]) -> Result<(), MemError> {
         let (m, at) = self.local(pd, lkey, addr, src.len(), access::LOCAL_WRITE)?;
-        write(&m.mem, at, src)
+        let mem = Arc::clone(&m.mem);
+        self.ahead.wrote(&mem);
+        write(&mem, at, src)
     }
 
     fn check_remote(
@@ -598,7 +630,9 @@ impl Memory for DeviceMemory {
         src: &[u8],
     ) -> Result<(), MemError> {
         let (m, at) = self.remote(pd, qpn, rkey, va, src.len() as u64, access::REMOTE_WRITE)?;
-        write(&m.mem, at, src)
+        let mem = Arc::clone(&m.mem);
+        self.ahead.wrote(&mem);
+        write(&mem, at, src)
     }
 
     fn atomic_remote(
@@ -613,14 +647,16 @@ impl Memory for DeviceMemory {
             return Err(MemError::Misaligned);
         }
         let (m, at) = self.remote(pd, qpn, rkey, va, 8, op.needs())?;
+        let mem = Arc::clone(&m.mem);
+        self.ahead.wrote(&mem);
         let mut b = [0u8; 8];
-        read(&m.mem, at, &mut b)?;
+        read(&mem, at, &mut b)?;
         let old = u64::from_ne_bytes(b);
         let new = op.apply(old);
         // An unchanged word is not written back: same result, and no
         // window in which a CPU store of the client could be overwritten.
         if new != old {
-            write(&m.mem, at, &new.to_ne_bytes())?;
+            write(&mem, at, &new.to_ne_bytes())?;
         }
         Ok(old)
     }
@@ -644,6 +680,38 @@ impl Memory for DeviceMemory {
         }
         let w = self.windows.get_mut(key).ok_or(MemError::InvalidKey)?;
         w.invalidate(pd, key).map(|_| ())
+    }
+
+    fn read_local_ahead(
+        &mut self,
+        pd: u32,
+        lkey: u32,
+        addr: u64,
+        dst: &mut [u8],
+        ahead: u64,
+    ) -> Result<(), MemError> {
+        let (m, at) = self.local(pd, lkey, addr, dst.len(), 0)?;
+        let (mem, end) = (Arc::clone(&m.mem), m.info.addr.saturating_add(m.info.len));
+        self.read_kept(&mem, at, dst, ahead, end)
+    }
+
+    fn read_remote_ahead(
+        &mut self,
+        pd: u32,
+        qpn: u32,
+        rkey: u32,
+        va: u64,
+        dst: &mut [u8],
+        ahead: u64,
+    ) -> Result<(), MemError> {
+        let n = dst.len() as u64;
+        let (m, at) = self.remote(pd, qpn, rkey, va, n, access::REMOTE_READ)?;
+        let (mem, end) = (Arc::clone(&m.mem), m.info.addr.saturating_add(m.info.len));
+        self.read_kept(&mem, at, dst, ahead, end)
+    }
+
+    fn end_batch(&mut self) {
+        self.ahead.clear();
     }
 
     fn bind_mw(&mut self, pd: u32, qpn: u32, b: &MwBind) -> Result<(), MemError> {
