@@ -217,6 +217,20 @@ fn driver_structs_unchanged_but_for_34() {
 }
 
 #[test]
+fn provider_file_names_cover_every_private_abi() {
+    // scripts/build-provider, install-provider and package-deb name the
+    // provider after each number in ffi/provider-abis.
+    let listed: Vec<u32> = include_str!("../../provider-abis")
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(listed, layouts::PRIVATE_ABIS);
+    let mut used: Vec<u32> = LAYOUTS.iter().map(|l| l.private).collect();
+    used.dedup();
+    assert_eq!(used, layouts::PRIVATE_ABIS);
+}
+
+#[test]
 fn unknown_libraries_are_refused() {
     let seen = |release, privates: Vec<u32>, public_minor| Seen {
         release,
