@@ -29,7 +29,7 @@ pub fn sym(handle: *mut c_void, name: &CStr, ver: Option<&CStr>) -> *mut c_void 
     }
 }
 
-/// The real path of the object holding `addr`.
+/// The path the object holding `addr` was loaded by (symlinks kept).
 pub fn file_of(addr: *const c_void) -> Option<String> {
     // SAFETY: Dl_info is plain data; all-zero is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
@@ -39,12 +39,7 @@ pub fn file_of(addr: *const c_void) -> Option<String> {
     }
     // SAFETY: dli_fname is a NUL-terminated path owned by the loader.
     let name = unsafe { CStr::from_ptr(info.dli_fname as *const c_char) };
-    let name = name.to_string_lossy().into_owned();
-    Some(
-        std::fs::canonicalize(&name)
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or(name),
-    )
+    Some(name.to_string_lossy().into_owned())
 }
 
 /// The path of libibverbs behind `handle`.
@@ -53,7 +48,11 @@ pub fn library_path(handle: *mut c_void) -> Result<String, String> {
     if any.is_null() {
         return Err("libibverbs has no ibv_get_device_list".into());
     }
-    file_of(any).ok_or_else(|| "dladdr found no file for libibverbs".into())
+    let name = file_of(any).ok_or("dladdr found no file for libibverbs")?;
+    // The soname is a symlink to the file that carries the release.
+    Ok(std::fs::canonicalize(&name)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or(name))
 }
 
 /// Which candidate offset `ibv_qp_to_qp_ex` reads `verbs_qp.comp_mask`

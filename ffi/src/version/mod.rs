@@ -81,8 +81,8 @@ pub fn init() -> Result<&'static Lib, String> {
     Ok(LIB.get_or_init(|| lib))
 }
 
-/// The file this provider was loaded from (one of the
-/// `librxu-rdmav<n>.so` names), for the log.
+/// The file name this provider was loaded by (one of the
+/// `librxu-rdmav<n>.so` names, not what the symlink points to), for the log.
 pub fn provider_file() -> Option<String> {
     dl::file_of(init as *const c_void)
 }
