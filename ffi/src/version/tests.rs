@@ -217,6 +217,23 @@ fn driver_structs_unchanged_but_for_34() {
 }
 
 #[test]
+fn every_layout_fits_the_context_block() {
+    use crate::context::state::RxuContext;
+    for l in LAYOUTS {
+        let off = RxuContext::vctx_offset(l.context_off);
+        // After the provider's own field, and ending exactly where the
+        // public context (the library's last member) ends.
+        assert!(off >= size_of::<usize>(), "{:?}", l.releases);
+        assert_eq!(
+            off + l.verbs_context_size(),
+            size_of::<RxuContext>(),
+            "{:?}",
+            l.releases
+        );
+    }
+}
+
+#[test]
 fn provider_file_names_cover_every_private_abi() {
     // scripts/build-provider, install-provider and package-deb name the
     // provider after each number in ffi/provider-abis.
