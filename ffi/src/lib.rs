@@ -1,7 +1,7 @@
 //! The rxu rdma-core provider: the shared object libibverbs loads
-//! (`librxu-rdmav34.so`, provider ABI `IBVERBS_PRIVATE_34`, rdma-core
-//! 39..56) to drive rxu devices through the client library
-//! (`rxu_client`). All of the project's `unsafe` that touches C
+//! (one file installed as `librxu-rdmav{34,57,59,64,65}.so`, for every
+//! provider ABI of rdma-core 34..65; docs/provider-abi.md) to drive rxu
+//! devices through the client library (`rxu_client`). All of the project's `unsafe` that touches C
 //! lives in this crate.
 //!
 //! From the top of the import graph down (no file imports one above it):
@@ -14,8 +14,9 @@
 //!   the casts back from C pointers.
 //! - [`channel`], [`events`]: completion channels and event bookkeeping;
 //!   [`preload`]: the uverbs emulation of `librxu-ucma.so`, when loaded.
-//! - [`version`]: which libibverbs is loaded; resolves its private entry
-//!   points by version node; refuses unknown layouts.
+//! - [`version`]: which libibverbs is loaded and its layouts; builds that
+//!   release's ops table; resolves its private entry points by version
+//!   node; refuses unknown layouts.
 //! - [`abi`]: the C layouts, checked at compile time, against the
 //!   installed headers (test) and against the running library.
 //! - [`guard`], [`log`]: the C return convention, and the log.

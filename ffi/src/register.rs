@@ -13,7 +13,7 @@ use crate::abi::{VerbsDeviceOps, VerbsMatchEnt, VERBS_MATCH_MODALIAS, VERBS_MATC
 use crate::context::import::import_context;
 use crate::context::open::alloc_context;
 use crate::device::{alloc_device, match_device, uninit_device};
-use crate::{guard, log_debug, log_err, version};
+use crate::{guard, log_debug, log_err, log_info, version};
 
 /// Pointers into statics, shared read-only with C.
 #[repr(transparent)]
@@ -62,11 +62,20 @@ extern "C" fn rxu_provider_init() {
     guard::void_op("provider init", || match version::init() {
         Ok(lib) => {
             let release = lib.release.map_or("unknown".into(), |r| r.to_string());
-            log_debug!(
-                "registering with {} (rdma-core {release}, verbs_qp.comp_mask at {}, port attr {} bytes)",
+            let file = version::provider_file().unwrap_or_else(|| "?".into());
+            log_info!(
+                "{file}: registering with {} (rdma-core {release}, IBVERBS_PRIVATE_{}, \
+                 verbs_context {} bytes, {} ops, verbs_qp.comp_mask at {}, port attr {} bytes)",
                 lib.path,
+                lib.layout.private,
+                lib.layout.verbs_context_size(),
+                lib.ops.len(),
                 lib.qp_comp_mask_off,
                 lib.port_attr_size
+            );
+            log_debug!(
+                "ops members left to libibverbs' placeholders: {:?}",
+                lib.layout.extra
             );
             // SAFETY: register takes a pointer to ops that live forever
             // (a static), as PROVIDER_DRIVER's constructor passes.

@@ -95,7 +95,7 @@ impl NsDev {
         sh(&["ip", "netns", "add", &ns]);
         let rt = scratch_dir(&format!("ev-{name}"));
         let bin = bins::built().to_owned();
-        std::fs::copy(bins::provider_lib(), rt.join("librxu-rdmav34.so")).unwrap();
+        bins::install_provider(&rt).unwrap();
         // From here on, Drop cleans up.
         let d = NsDev {
             ns,

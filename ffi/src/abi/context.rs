@@ -1,6 +1,6 @@
 //! The public device and context structs (`verbs.h`): `struct
-//! ibv_device`, `struct ibv_context` and `struct verbs_context` (648 bytes
-//! with `context` at 320 in rdma-core 39..58; docs/libibverbs-contract.md §3.2).
+//! ibv_device`, `struct ibv_context` and the end of `struct verbs_context`
+//! (whose size differs between releases: docs/provider-abi.md).
 
 use std::ffi::{c_char, c_int, c_void};
 
@@ -32,30 +32,20 @@ pub struct IbvContext {
     pub abi_compat: *mut c_void,
 }
 
-/// `struct verbs_context`: library-owned op slots, the library's size of
-/// the struct, then the public context (last).
+/// `struct verbs_context`, only ever behind a pointer: its size depends on
+/// the running release (648..696 bytes in rdma-core 34..65; new members are
+/// added at the front), so the provider never lays it out whole. The
+/// library writes all of it; the provider reads only [`VerbsContextTail`].
 #[repr(C)]
 pub struct VerbsContext {
-    /// 39 public op slots and the library's `priv`; written only by the
-    /// library.
-    pub slots: [usize; 39],
-    /// `sizeof(struct verbs_context)` as compiled into the running library.
-    pub sz: usize,
-    pub context: IbvContext,
+    _opaque: [u8; 0],
 }
 
-/// Size of `struct verbs_context` this provider is laid out for.
-pub const VERBS_CONTEXT_SIZE: usize = 648;
-
-impl VerbsContext {
-    /// The `verbs_context` holding `ctx`.
-    ///
-    /// # Safety
-    /// `ctx` must be the `context` member of a live `VerbsContext`.
-    pub unsafe fn from_ibv(ctx: *mut IbvContext) -> *mut VerbsContext {
-        let off = std::mem::offset_of!(VerbsContext, context);
-        // SAFETY: per the contract, `ctx` lies `off` bytes into a
-        // VerbsContext, so the subtraction stays inside that allocation.
-        unsafe { ctx.cast::<u8>().sub(off).cast() }
-    }
+/// The last two members of `struct verbs_context` in every release: the
+/// library's `sizeof(struct verbs_context)` right before the public
+/// context, which is last.
+#[repr(C)]
+pub struct VerbsContextTail {
+    pub sz: usize,
+    pub context: IbvContext,
 }

@@ -85,7 +85,7 @@ layout!(
     mutex = 280,
     abi_compat = 320
 );
-layout!(VerbsContext, VERBS_CONTEXT_SIZE, sz = 312, context = 320);
+layout!(VerbsContextTail, 336, context = 8);
 layout!(
     VerbsContextOps,
     608,

@@ -1,7 +1,7 @@
 //! `free_context`, and the release `alloc_context` also uses when opening
 //! fails.
 
-use crate::abi::{IbvContext, VerbsContext};
+use crate::abi::IbvContext;
 use crate::context::state::RxuContext;
 use crate::guard;
 use crate::version::{self, Lib};
@@ -21,7 +21,7 @@ pub unsafe fn teardown(rctx: *mut RxuContext, lib: &Lib) {
             drop(Box::from_raw(st));
         }
         // Closes cmd_fd and async_fd, drops the device reference.
-        (lib.uninit_context)(&raw mut (*rctx).vctx);
+        (lib.uninit_context)(RxuContext::vctx(rctx, lib.layout.context_off));
         libc::free(rctx.cast());
     }
 }
@@ -31,6 +31,6 @@ pub unsafe extern "C" fn free_context(ctx: *mut IbvContext) {
         let Some(lib) = version::lib() else { return };
         // SAFETY: ctx is one of ours (the library calls this once per
         // context, possibly half-opened: state may be NULL).
-        unsafe { teardown(VerbsContext::from_ibv(ctx).cast(), lib) };
+        unsafe { teardown(RxuContext::from_ibv(ctx), lib) };
     })
 }

@@ -23,6 +23,7 @@ use rxu_client::{Context, Error};
 use crate::abi::{IbvDevice, VerbsContext};
 use crate::context::close::teardown;
 use crate::context::open::{init, install};
+use crate::context::state::RxuContext;
 use crate::device::{devices, ibdev_name};
 use crate::guard::{self, OpResult};
 use crate::version::{self, Lib};
@@ -74,8 +75,8 @@ pub unsafe extern "C" fn import_context(dev: *mut IbvDevice, cmd_fd: c_int) -> *
         let rctx = unsafe { init(lib, dev, cmd_fd)? };
         // SAFETY: rctx is fresh and not handed out.
         match unsafe { finish(rctx, dev, lib, client) } {
-            // SAFETY: rctx is live; this only takes a field's address.
-            Ok(()) => Ok(unsafe { &raw mut (*rctx).vctx }),
+            // SAFETY: rctx is a live RxuContext of this library.
+            Ok(()) => Ok(unsafe { RxuContext::vctx(rctx, lib.layout.context_off) }),
             Err(e) => {
                 // SAFETY: rctx is live and nothing else has seen it.
                 unsafe { teardown(rctx, lib) };
@@ -90,7 +91,7 @@ pub unsafe extern "C" fn import_context(dev: *mut IbvDevice, cmd_fd: c_int) -> *
 /// # Safety
 /// As [`install`].
 unsafe fn finish(
-    rctx: *mut crate::context::state::RxuContext,
+    rctx: *mut RxuContext,
     dev: *mut IbvDevice,
     lib: &'static Lib,
     client: Context,
@@ -98,6 +99,6 @@ unsafe fn finish(
     // SAFETY: as this function's contract.
     unsafe { install(rctx, dev, lib, client)? };
     // SAFETY: rctx is live and ours until returned.
-    let ctx = unsafe { &(*rctx).vctx.context };
+    let ctx = unsafe { &(*rctx).tail.context };
     preload::set_async_fd(ctx.cmd_fd, ctx.async_fd)
 }

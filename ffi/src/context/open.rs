@@ -3,13 +3,13 @@
 //! with `import_context` (`super::import`).
 
 use std::ffi::{c_int, c_void};
-use std::mem::{offset_of, size_of};
+use std::mem::size_of;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::AtomicU32;
 
 use rxu_client::Context;
 
-use crate::abi::{IbvDevice, VerbsContext, VERBS_CONTEXT_SIZE};
+use crate::abi::{IbvDevice, VerbsContext};
 use crate::channel::{self, ChannelMode, Channels};
 use crate::context::close::teardown;
 use crate::context::state::{CtxState, RxuContext};
@@ -17,7 +17,7 @@ use crate::device::ibdev_name;
 use crate::events::Live;
 use crate::guard::{self, OpResult};
 use crate::version::{self, Lib};
-use crate::{log_err, log_info, ops, preload};
+use crate::{log_err, log_info, preload};
 
 fn errno() -> c_int {
     std::io::Error::last_os_error()
@@ -42,8 +42,8 @@ pub unsafe extern "C" fn alloc_context(
         // SAFETY: rctx is the fresh, initialised allocation, not handed
         // out yet, as open requires.
         match unsafe { open(rctx, dev, lib) } {
-            // SAFETY: rctx is live; this only takes a field's address.
-            Ok(()) => Ok(unsafe { &raw mut (*rctx).vctx }),
+            // SAFETY: rctx is a live RxuContext of this library.
+            Ok(()) => Ok(unsafe { RxuContext::vctx(rctx, lib.layout.context_off) }),
             Err(e) => {
                 // SAFETY: rctx is live and nothing else has seen it, as
                 // teardown requires.
@@ -62,13 +62,14 @@ pub unsafe extern "C" fn alloc_context(
 pub unsafe fn init(lib: &Lib, dev: *mut IbvDevice, cmd_fd: c_int) -> OpResult<*mut RxuContext> {
     // SAFETY: the C macro verbs_init_and_alloc_context passes the
     // member's offset disguised as a pointer; the library calloc()s
-    // alloc_size bytes and initialises the verbs_context at that offset.
+    // alloc_size bytes and initialises its verbs_context at that offset,
+    // which ends with the RxuContext's public context (vctx_offset).
     let base = unsafe {
         (lib.init_and_alloc_context)(
             dev,
             cmd_fd,
             size_of::<RxuContext>(),
-            offset_of!(RxuContext, vctx) as *mut VerbsContext,
+            RxuContext::vctx_offset(lib.layout.context_off) as *mut VerbsContext,
             0,
         )
     };
@@ -93,7 +94,7 @@ unsafe fn open(rctx: *mut RxuContext, dev: *mut IbvDevice, lib: &'static Lib) ->
         e.errno()
     })?;
     // SAFETY: rctx is live and only ours until returned (the contract).
-    let cmd_fd = unsafe { (*rctx).vctx.context.cmd_fd };
+    let cmd_fd = unsafe { (*rctx).tail.context.cmd_fd };
     // SAFETY: the context's cmd_fd, open for the whole call.
     let fd = unsafe { BorrowedFd::borrow_raw(cmd_fd) };
     if let Err(e) = client.bind_cmd_fd(fd) {
@@ -117,14 +118,17 @@ pub unsafe fn install(
     client: Context,
 ) -> OpResult<()> {
     // SAFETY: rctx is live and only ours until returned (the contract).
-    let vctx = unsafe { &mut (*rctx).vctx };
-    let ctx = &mut vctx.context;
-    if vctx.sz != VERBS_CONTEXT_SIZE || ctx.abi_compat as usize != usize::MAX || ctx.device != dev {
+    let tail = unsafe { &mut (*rctx).tail };
+    let ctx = &mut tail.context;
+    let want = lib.layout.verbs_context_size();
+    if tail.sz != want || ctx.abi_compat as usize != usize::MAX || ctx.device != dev {
         log_err!(
-            "{}: verbs_context is {} bytes (this provider is built for {VERBS_CONTEXT_SIZE}); \
+            "{}: verbs_context is {} bytes (rdma-core {}..={} have {want}); \
              refusing to open the device",
             lib.path,
-            vctx.sz
+            tail.sz,
+            lib.layout.releases.start(),
+            lib.layout.releases.end()
         );
         return Err(libc::EPROTO);
     }
@@ -154,9 +158,15 @@ pub unsafe fn install(
     });
     // SAFETY: rctx is live; the state is freed in teardown.
     unsafe { (*rctx).state = Box::into_raw(st) };
-    // SAFETY: vctx was initialised by the library; OPS is a static.
-    unsafe { (lib.set_ops)(vctx, &ops::OPS) };
-    vctx.context.async_fd = lib_async;
-    vctx.context.num_comp_vectors = 1;
+    // SAFETY: the library initialised its verbs_context in rctx; lib.ops is
+    // this release's verbs_context_ops, living as long as the library.
+    unsafe {
+        (lib.set_ops)(
+            RxuContext::vctx(rctx, lib.layout.context_off),
+            lib.ops.as_ptr(),
+        )
+    };
+    tail.context.async_fd = lib_async;
+    tail.context.num_comp_vectors = 1;
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! The C functions the rxu provider (`librxu-rdmav34.so`) looks up with
+//! The C functions the rxu provider (`librxu-rdmav<N>.so`) looks up with
 //! `dlsym(RTLD_DEFAULT, ...)` when this library is preloaded, to reach the
 //! uverbs emulation ([`crate::uverbs`]). Each returns -1 with errno set
 //! on failure. Names carry a version: a provider that finds none of them

@@ -68,9 +68,32 @@ pub fn rxu() -> PathBuf {
 }
 
 /// The provider library, as cargo names it (`librxu.so`); libibverbs
-/// loads it as `librxu-rdmav34.so` (see [`crate::tools::Dev`]).
+/// loads it as `librxu-rdmav<N>.so` (see [`install_provider`]).
 pub fn provider_lib() -> PathBuf {
     built().join("librxu.so")
+}
+
+/// The private provider ABIs the one provider file serves
+/// (`ffi/provider-abis`; docs/provider-abi.md).
+pub fn provider_abis() -> Vec<u32> {
+    include_str!("../../../ffi/provider-abis")
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+/// A private copy of the provider in `dir` under every name libibverbs
+/// looks for with `RDMAV_DRIVERS=<dir>/librxu`: `librxu-rdmav34.so`, and
+/// symlinks to it for the other ABIs. A copy, so that a rebuild does not
+/// swap the file under a running program.
+pub fn install_provider(dir: &Path) -> std::io::Result<()> {
+    std::fs::copy(provider_lib(), dir.join("librxu-rdmav34.so"))?;
+    for n in provider_abis().into_iter().filter(|&n| n != 34) {
+        let link = dir.join(format!("librxu-rdmav{n}.so"));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("librxu-rdmav34.so", link)?;
+    }
+    Ok(())
 }
 
 /// The ucma emulator (`librxu_ucma.so`) an rdma_cm program preloads.

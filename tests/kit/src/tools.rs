@@ -44,8 +44,7 @@ impl Dev {
         }
         let rt = scratch_dir(&format!("verbs-{name}"));
         // A private copy: a rebuild must not swap the file under a program.
-        let lib = rt.join("librxu-rdmav34.so");
-        std::fs::copy(bins::provider_lib(), &lib).unwrap();
+        bins::install_provider(&rt).unwrap();
         let rxu = bins::rxu();
         let out = Command::new(&rxu)
             .args(["up", "--addr", addr, "--name", name])

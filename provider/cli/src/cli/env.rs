@@ -5,7 +5,8 @@
 //! - `RXU_RUNTIME_DIR`: where the daemons' sockets are, when the client
 //!   would not find it by default (see [`needs_runtime_dir`]);
 //! - `RDMAV_DRIVERS`: the provider library, when it is not installed in
-//!   /etc/libibverbs.d (libibverbs dlopens `<value>-rdmav34.so`);
+//!   /etc/libibverbs.d (libibverbs dlopens `<value>-rdmav<N>.so`, N its
+//!   private provider ABI; scripts/build-provider makes every name);
 //! - `LD_PRELOAD`: the ucma emulator `librxu-ucma.so` (rdma_cm programs
 //!   run with the system's librdmacm on it), after any preloads already
 //!   set (librspreload's wrappers must come first).
@@ -14,7 +15,8 @@ use std::path::{Path, PathBuf};
 
 use rxu_abi::paths;
 
-/// The provider library's file name suffix for rdma-core's private ABI 34.
+/// The provider library under its first name (private ABI 34); the names
+/// for the other ABIs are symlinks beside it (docs/provider-abi.md).
 pub const PROVIDER_FILE: &str = "librxu-rdmav34.so";
 /// The in-process ucma emulator, built beside the provider.
 pub const UCMA_FILE: &str = "librxu-ucma.so";
