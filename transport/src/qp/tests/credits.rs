@@ -24,6 +24,16 @@ fn requests(h: &Harness) -> usize {
     h.captured().iter().filter(|c| c.dir == Dir::AtoB).count()
 }
 
+/// When the A->B packets after the first `before` went.
+fn request_times_since(h: &Harness, before: usize) -> Vec<std::time::Instant> {
+    h.captured()
+        .iter()
+        .filter(|c| c.dir == Dir::AtoB)
+        .skip(before)
+        .map(|c| c.at)
+        .collect()
+}
+
 /// A side pair where B holds `recvs` receives of 64 bytes and A one
 /// 64-byte source; returns (harness, A's source key, B's buffer key).
 fn setup(s: &Setup, recvs: u64) -> (Harness, u32, u32) {
@@ -95,13 +105,7 @@ fn one_send_goes_beyond_the_credits() {
     send(&mut h, 2, src);
     send(&mut h, 3, src);
     assert!(h.run_until(|h| h.a.qp.counters().rcvd_rnr_err == 1));
-    let sent: Vec<_> = h
-        .captured()
-        .iter()
-        .filter(|c| c.dir == Dir::AtoB)
-        .skip(before)
-        .map(|c| c.at)
-        .collect();
+    let sent = request_times_since(&h, before);
     assert_eq!(sent, vec![acked], "one SEND, at once");
     assert_eq!(h.a.qp.counters().credit_probes, 1);
     post_recv_b(&mut h, 200, dst);
@@ -153,13 +157,7 @@ fn sends_wait_for_an_update_from_a_peer_that_sends_them() {
     assert_ok_in_order(&h.b.cq(CqSide::Recv), &[100, 200, 201, 202]);
     assert_eq!(h.b.qp.counters().send_rnr_err, rnr_before);
     // Both SENDs left right after the update, not after a timer.
-    let after: Vec<_> = h
-        .captured()
-        .iter()
-        .filter(|c| c.dir == Dir::AtoB)
-        .skip(before)
-        .map(|c| c.at)
-        .collect();
+    let after = request_times_since(&h, before);
     assert_eq!(after, vec![waited, waited]);
 }
 
@@ -174,13 +172,7 @@ fn without_an_update_one_send_probes_after_the_delay() {
     send(&mut h, 3, src);
     send(&mut h, 4, src);
     assert!(h.run_until(|h| h.a.qp.counters().rcvd_rnr_err == 2));
-    let sent: Vec<_> = h
-        .captured()
-        .iter()
-        .filter(|c| c.dir == Dir::AtoB)
-        .skip(before)
-        .map(|c| c.at)
-        .collect();
+    let sent = request_times_since(&h, before);
     assert_eq!(sent.len(), 1, "only the probe went");
     assert!(sent[0] - idle >= Duration::from_micros(500));
     assert_eq!(h.a.qp.counters().credit_probes, probes + 1);
