@@ -749,7 +749,13 @@ impl<M: Memory> Endpoint<M> {
         let Some(slot) = self.qps.get_mut(&qpn) else {
             return;
         };
+        let mut flushed = false;
         while let Some(c) = slot.qp.poll_completion() {
+            if !flushed {
+                // A completion says the data is in place.
+                self.mem.flush_writes();
+                flushed = true;
+            }
             let cq = match c.side {
                 CqSide::Send => slot.send_cq,
                 CqSide::Recv => slot.recv_cq,

@@ -349,6 +349,7 @@ impl<M: Memory> Engine<M> {
             Io::Plain(d) => d.dispatch(&mut handle),
             Io::Faulty(f) => f.dispatch(now, &mut handle),
         };
+        ep.memory_mut().flush_writes();
         got?;
         let s = match io {
             Io::Plain(d) => d.transmit(|b| ep.poll_transmit(now, b, done)),

@@ -131,8 +131,14 @@ pub trait Memory {
     }
 
     /// A send batch is built: whatever `*_ahead` kept is dropped, so that
-    /// no later batch sees memory older than its WQEs.
+    /// no later batch sees memory older than its WQEs; writes kept back
+    /// are done (as [`Memory::flush_writes`]).
     fn end_batch(&mut self) {}
+
+    /// Writes an implementation kept back to combine them are done now.
+    /// The endpoint calls it before it reports a completion; a driver
+    /// after each receive batch, before anything is sent.
+    fn flush_writes(&mut self) {}
 }
 
 /// A registered region backed by a `Vec<u8>`, for tests and benches.

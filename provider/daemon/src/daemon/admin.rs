@@ -129,6 +129,11 @@ pub(super) fn stats(
         counter("doorbells", d.doorbells),
         counter("recv_refills", d.recv_refills),
         counter("read_ahead_hits", endpoint.memory().read_ahead_hits()),
+        counter("writes_combined", endpoint.memory().combine_counts().0),
+        counter(
+            "combined_write_errors",
+            endpoint.memory().combine_counts().1,
+        ),
     ];
     // rxe's hw_counters, summed over every QP the device had.
     let t = objects.qp_totals(endpoint);

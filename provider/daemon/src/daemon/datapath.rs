@@ -320,6 +320,8 @@ impl Device {
                 self.refill_receives();
             }
             let r = self.dispatch_packets(now);
+            // Writes combined over the batch land before anything else.
+            self.endpoint.memory_mut().flush_writes();
             if round == 0 {
                 work += self.consume();
             }

@@ -42,6 +42,8 @@
 pub mod access;
 pub mod advise;
 mod bounds;
+mod combine;
+mod fileio;
 mod keys;
 mod latency;
 mod mapcheck;
@@ -61,6 +63,8 @@ use transport::qp::window::{MrView, MwBind, MwType, Window};
 use transport::qp::{AtomicOp, MemError, Memory};
 
 use crate::verbs::{MAX_MR, MAX_MW};
+use combine::Combine;
+use fileio::{read, write};
 use keys::{KeyMap, KeySource};
 use latency::Reservoir;
 use mapcheck::MapSource;
@@ -165,6 +169,9 @@ pub struct DeviceMemory {
     /// The rest of a multi-packet message's SGE, read with its first
     /// piece, for the rest of the send batch (`readahead.rs`).
     ahead: ReadAhead,
+    /// Pieces written right after one another, kept back to be written
+    /// in one pwrite (`combine.rs`).
+    combine: Combine,
 }
 
 impl DeviceMemory {
@@ -184,6 +191,7 @@ impl DeviceMemory {
 
     /// A client left: forget it and every region it registered.
     pub fn remove_client(&mut self, client: u32) {
+        self.combine.flush();
         if self.clients.remove(&client).is_none() {
             return;
         }
@@ -321,6 +329,8 @@ impl DeviceMemory {
     /// Deregisters the region with `lkey`, if `client` owns it and no
     /// window is bound to it.
     pub fn deregister(&mut self, client: u32, lkey: u32) -> Result<(), RegError> {
+        // What was written through the region lands before it goes.
+        self.combine.flush();
         match self.mrs.get(&lkey) {
             Some(m) if m.info.client == client => {}
             _ => return Err(RegError::NoSuchMr),
@@ -539,6 +549,7 @@ impl DeviceMemory {
         ahead: u64,
         end: u64,
     ) -> Result<(), MemError> {
+        self.combine.flush();
         if self.ahead.serve(mem, at, dst) || self.ahead.fill(mem, at, dst, ahead, end) {
             return Ok(());
         }
@@ -549,33 +560,12 @@ impl DeviceMemory {
     pub fn read_ahead_hits(&self) -> u64 {
         self.ahead.hits
     }
-}
 
-/// A failed pread/pwrite on a client's /proc/<pid>/mem. The kernel
-/// answers EIO for an address the process has not mapped, but 0 bytes
-/// (end of file) once the process has no address space at all: it is
-/// exiting, and its connection (so its QPs) closes a moment later. That
-/// is [`MemError::Gone`], which the transport answers with silence rather
-/// than a "remote access" NAK that would blame the peer.
-fn mem_error(e: &std::io::Error) -> MemError {
-    match e.kind() {
-        std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::WriteZero => MemError::Gone,
-        _ => MemError::Unmapped,
+    /// (pieces written combined with the one before, combined writes that
+    /// failed) since start.
+    pub fn combine_counts(&self) -> (u64, u64) {
+        (self.combine.combined, self.combine.failed)
     }
-}
-
-fn read(mem: &File, at: u64, dst: &mut [u8]) -> Result<(), MemError> {
-    if dst.is_empty() {
-        return Ok(());
-    }
-    mem.read_exact_at(dst, at).map_err(|e| mem_error(&e))
-}
-
-fn write(mem: &File, at: u64, src: &[u8]) -> Result<(), MemError> {
-    if src.is_empty() {
-        return Ok(());
-    }
-    mem.write_all_at(src, at).map_err(|e| mem_error(&e))
 }
 
 impl Memory for DeviceMemory {
@@ -586,6 +576,7 @@ impl Memory for DeviceMemory {
         addr: u64,
         dst: &mut [u8],
     ) -> Result<(), MemError> {
+        self.combine.flush();
         let (m, at) = self.local(pd, lkey, addr, dst.len(), 0)?;
         read(&m.mem, at, dst)
     }
@@ -594,7 +585,7 @@ impl Memory for DeviceMemory {
         let (m, at) = self.local(pd, lkey, addr, src.len(), access::LOCAL_WRITE)?;
         let mem = Arc::clone(&m.mem);
         self.ahead.wrote(&mem);
-        write(&mem, at, src)
+        self.combine.write(mem, at, src)
     }
 
     fn check_remote(
@@ -617,6 +608,7 @@ impl Memory for DeviceMemory {
         va: u64,
         dst: &mut [u8],
     ) -> Result<(), MemError> {
+        self.combine.flush();
         let (m, at) = self.remote(pd, qpn, rkey, va, dst.len() as u64, access::REMOTE_READ)?;
         read(&m.mem, at, dst)
     }
@@ -632,7 +624,7 @@ impl Memory for DeviceMemory {
         let (m, at) = self.remote(pd, qpn, rkey, va, src.len() as u64, access::REMOTE_WRITE)?;
         let mem = Arc::clone(&m.mem);
         self.ahead.wrote(&mem);
-        write(&mem, at, src)
+        self.combine.write(mem, at, src)
     }
 
     fn atomic_remote(
@@ -646,6 +638,7 @@ impl Memory for DeviceMemory {
         if !va.is_multiple_of(8) {
             return Err(MemError::Misaligned);
         }
+        self.combine.flush();
         let (m, at) = self.remote(pd, qpn, rkey, va, 8, op.needs())?;
         let mem = Arc::clone(&m.mem);
         self.ahead.wrote(&mem);
@@ -711,7 +704,12 @@ impl Memory for DeviceMemory {
     }
 
     fn end_batch(&mut self) {
+        self.combine.flush();
         self.ahead.clear();
+    }
+
+    fn flush_writes(&mut self) {
+        self.combine.flush();
     }
 
     fn bind_mw(&mut self, pd: u32, qpn: u32, b: &MwBind) -> Result<(), MemError> {

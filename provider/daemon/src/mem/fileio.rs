@@ -1,0 +1,34 @@
+//! pread/pwrite on a client's `/proc/<pid>/mem`, and what their errors
+//! mean for the transport.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use transport::qp::MemError;
+
+/// A failed pread/pwrite on a client's /proc/<pid>/mem. The kernel
+/// answers EIO for an address the process has not mapped, but 0 bytes
+/// (end of file) once the process has no address space at all: it is
+/// exiting, and its connection (so its QPs) closes a moment later. That
+/// is [`MemError::Gone`], which the transport answers with silence rather
+/// than a "remote access" NAK that would blame the peer.
+fn mem_error(e: &std::io::Error) -> MemError {
+    match e.kind() {
+        std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::WriteZero => MemError::Gone,
+        _ => MemError::Unmapped,
+    }
+}
+
+pub fn read(mem: &File, at: u64, dst: &mut [u8]) -> Result<(), MemError> {
+    if dst.is_empty() {
+        return Ok(());
+    }
+    mem.read_exact_at(dst, at).map_err(|e| mem_error(&e))
+}
+
+pub fn write(mem: &File, at: u64, src: &[u8]) -> Result<(), MemError> {
+    if src.is_empty() {
+        return Ok(());
+    }
+    mem.write_all_at(src, at).map_err(|e| mem_error(&e))
+}
