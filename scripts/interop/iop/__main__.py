@@ -229,6 +229,19 @@ class Runner:
             raise RuntimeError(f"guest: rdma statistic show: {err}")
         return checks.rxe_counters(out)
 
+    def arm_rejects(self):
+        rc, _, err = self.guest.run(checks.ARM_REJECTS)
+        if rc != 0:
+            raise RuntimeError(f"guest: cannot count rxe's rejected packets: {err}")
+
+    def rxe_rejects(self, keep):
+        rc, out, err = self.guest.run(checks.READ_REJECTS)
+        if rc != 0:
+            raise RuntimeError(f"guest: reading the kfree_skb histogram: {err}")
+        with open(keep, "w") as f:
+            f.write(out)
+        return checks.rxe_rejects(out)
+
     def phase(self, phase, selected):
         logdir = os.path.join(self.work, phase.name)
         os.makedirs(logdir, exist_ok=True)
@@ -256,6 +269,7 @@ class Runner:
             pcap = os.path.join(self.work, f"{phase.name}.pcap")
             cap = rxu.Capture(pcap)
             rxu0, rxe0 = self.dev.stats(), self.rxe_counters()
+            rej0 = self.rxe_rejects(os.path.join(logdir, "kfree_skb.before.txt"))
             drops0 = netns.tap_tx_dropped()
             cm_runs = []
             for case in selected[1] if phase.cm else selected[0]:
@@ -273,6 +287,7 @@ class Runner:
             # Let retransmissions and last ACKs settle before counting.
             time.sleep(2)
             rxu1, rxe1 = self.dev.stats(), self.rxe_counters()
+            rejected = self.rxe_rejects(os.path.join(logdir, "kfree_skb.after.txt")) - rej0
             with open(os.path.join(logdir, "rxu-stats.json"), "w") as f:
                 json.dump({"before": rxu0, "after": rxu1}, f, indent=1)
             drops = netns.tap_tx_dropped() - drops0
@@ -298,7 +313,7 @@ class Runner:
             if phase.cm:
                 self.rows.append(Row("CM counters (rxu stats)", "both", phase.label(),
                                      *cmrun.cm_counters(rxu0, rxu1, dec)))
-            cnt = checks.Counters(rxu0, rxu1, rxe0, rxe1, dec, phase.lossy, drops)
+            cnt = checks.Counters(rxu0, rxu1, rxe0, rxe1, dec, phase.lossy, drops, rejected)
             self.rows.append(Row("counters", "both", phase.label(), cnt.ok(), cnt.figure(),
                                  "; ".join(cnt.problems)))
             if self.picker is not None:
@@ -318,6 +333,7 @@ class Runner:
         try:
             self.timed(f"boot guest ({self.args.accel})", self.guest.boot, 300)
             log(f"guest: rxe0 IPv4 GID index {self.guest.gid_index}")
+            self.arm_rejects()
             for p in phases:
                 self.timed(f"phase {p.name}", self.phase, p, selected)
         finally:

@@ -55,13 +55,13 @@ class Counters:
 
     Both ends count what they sent (rxu sent_pkts, rxe sent_pkts) and what
     they accepted (rcvd_pkts). On a clean wire the sender's count equals the
-    capture of its direction exactly; the receiver's count may fall short
-    only by packets it drops before counting (rxe: for a QP already
-    destroyed), which the peer's retransmissions cover. The tolerance for
-    each direction is the retransmissions the sides report: rxu's
-    retransmitted_pkts and the duplicates each responder saw."""
+    capture of its direction exactly. rxe's count falls short by exactly the
+    packets rxe_rcv turned away (counted in the guest, rxe_rejects), and
+    beyond that only by what the peer's retransmissions cover: the
+    tolerance for each direction is the retransmissions the sides report,
+    rxu's retransmitted_pkts and the duplicates each responder saw."""
 
-    def __init__(self, rxu0, rxu1, rxe0, rxe1, decoded, lossy, tap_dropped):
+    def __init__(self, rxu0, rxu1, rxe0, rxe1, decoded, lossy, tap_dropped, rxe_rejected=0):
         d = lambda a, b, k: delta(a, b, k)  # noqa: E731
         self.rxu_sent = d(rxu1, rxu0, "sent_pkts")
         self.rxu_rcvd = d(rxu1, rxu0, "rcvd_pkts")
@@ -72,6 +72,7 @@ class Counters:
         self.rxe_dup = d(rxe1, rxe0, "duplicate_request")
         self.rxe_retry = d(rxe1, rxe0, "completer_retry_err") + d(rxe1, rxe0, "rcvd_seq_err")
         self.tap_dropped = tap_dropped
+        self.rxe_rejected = rxe_rejected
         self.wire_h2g = decoded.h2g
         self.wire_g2h = decoded.g2h
         self.lossy = lossy
@@ -89,7 +90,10 @@ class Counters:
         tol_g2h = self.rxu_dup + self.rxe_dup + self.rxe_retry
         self.tol_h2g = tol_h2g
         self.tol_g2h = tol_g2h
-        gap_h2g = self.rxu_sent - self.rxe_rcvd
+        # What rxe turned away in rxe_rcv (a QP already destroyed or out of
+        # RTS, as when its program exits before rxu's last ACK arrives) it
+        # never counts: those leave the gap first, exactly.
+        gap_h2g = self.rxu_sent - self.rxe_rcvd - rxe_rejected
         gap_g2h = self.rxe_sent - self.rxu_rcvd
         if not 0 <= gap_h2g <= tol_h2g:
             self.problems.append(f"rxu sent {self.rxu_sent}, rxe received {self.rxe_rcvd}: "
@@ -103,9 +107,33 @@ class Counters:
 
     def figure(self):
         drop = f", tap dropped {self.tap_dropped}" if self.tap_dropped else ""
+        rej = f", rxe rejected {self.rxe_rejected}" if self.rxe_rejected else ""
         return (f"rxu sent {self.rxu_sent}, rxe rcvd {self.rxe_rcvd} "
-                f"(retx {self.rxu_retx}{drop}); "
+                f"(retx {self.rxu_retx}{drop}{rej}); "
                 f"rxe sent {self.rxe_sent}, rxu rcvd {self.rxu_rcvd} (rxe retries {self.rxe_retry})")
+
+
+# rxe's rcvd_pkts counts a packet only once rxe_rcv has accepted it; what
+# rxe_rcv (or the UDP hook before it) turns away goes to kfree_skb there and
+# is counted nowhere else. A histogram on the kfree_skb tracepoint, keyed by
+# the calling function, counts those drops in the guest.
+_KFREE = "/sys/kernel/tracing/events/skb/kfree_skb"
+ARM_REJECTS = ("[ -e /sys/kernel/tracing/events ] || "
+               "mount -t tracefs tracefs /sys/kernel/tracing && "
+               f"echo 'hist:keys=location.sym:vals=hitcount' > {_KFREE}/trigger")
+READ_REJECTS = f"cat {_KFREE}/hist"
+_REJECTERS = ("rxe_rcv", "rxe_udp_encap_recv")
+_HIST_LINE = re.compile(r"location: \[[0-9a-f]+\] ([A-Za-z0-9_.]+)\W.*hitcount:\s*(\d+)")
+
+
+def rxe_rejects(hist):
+    """The packets rxe dropped before counting them, from READ_REJECTS."""
+    total = 0
+    for line in hist.splitlines():
+        m = _HIST_LINE.search(line)
+        if m and m.group(1) in _REJECTERS:
+            total += int(m.group(2))
+    return total
 
 
 def rxe_counters(text):
