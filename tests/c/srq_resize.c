@@ -6,7 +6,9 @@
  * what is posted, below an armed limit, to 0 or above max_srq_wr is
  * EINVAL; shrinking to exactly what is posted works; IBV_SRQ_LIMIT alone
  * and together with MAX_WR; ibv_query_srq shows each change; the armed
- * limit raises IBV_EVENT_SRQ_LIMIT_REACHED.
+ * limit raises IBV_EVENT_SRQ_LIMIT_REACHED. An SRQ takes max_wr receives
+ * outstanding (posted, not yet used by a message), then ENOMEM, however
+ * long the daemon had to take them in, as rxe's SRQ queue.
  *
  * usage: srq_resize <ibdev> [gid index]; exit 0 when every check holds.
  */
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CHECK(c, ...) do { if (!(c)) { fprintf(stderr, "line %d: ", __LINE__); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } } while (0)
 
@@ -97,6 +100,19 @@ static void post_recvs(int from, int to)
 		struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
 		CHECK(!ibv_post_srq_recv(srq, &wr, &bad), "post receive %d failed", i);
 	}
+}
+
+/* Receive i does not fit: max_wr receives are outstanding. The daemon
+ * first gets time to take the posted ones into the transport. */
+static void expect_full(int i)
+{
+	usleep(100000);
+	struct ibv_sge sge = { (uintptr_t)(buf_b + i * MSG), MSG, mr_b->lkey };
+	struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad = NULL;
+	int rc = ibv_post_srq_recv(srq, &wr, &bad);
+	CHECK(rc == ENOMEM && bad == &wr, "receive %d beyond max_wr: returned %d (%s)", i, rc,
+	      strerror(rc));
+	checks++;
 }
 
 /* Message i carries MSG bytes of value i + 1. */
@@ -203,6 +219,7 @@ int main(int argc, char **argv)
 	/* Grow with receives posted and sends arriving: 8 receives, 16
 	 * sends, the resize, 8 receives more. */
 	post_recvs(0, 8);
+	expect_full(8);
 	modify(4, 0, IBV_SRQ_MAX_WR, EINVAL, "shrink below the 8 posted");
 	post_sends(0, 16);
 	modify(32, 0, IBV_SRQ_MAX_WR, 0, "grow to 32");
@@ -224,6 +241,7 @@ int main(int argc, char **argv)
 	modify(da.max_srq_wr + 1, 0, IBV_SRQ_MAX_WR, EINVAL, "max_wr above max_srq_wr");
 	modify(4, 0, IBV_SRQ_MAX_WR, 0, "shrink to the 4 posted");
 	expect_attr(4, 0);
+	expect_full(36);
 	modify(4, 5, IBV_SRQ_LIMIT, EINVAL, "limit above max_wr");
 	modify(4, 0, 1 << 7, EINVAL, "unknown mask bit");
 	modify(4, 2, IBV_SRQ_LIMIT, 0, "arm the limit at 2");
@@ -235,12 +253,15 @@ int main(int argc, char **argv)
 	expect_limit_event();
 	expect_attr(4, 0);
 
-	/* MAX_WR and LIMIT together, with five receives posted (more than
-	 * the limit: rxu raises the event as soon as an armed SRQ holds fewer,
-	 * rxe when it next consumes one). */
-	post_recvs(36, 40);
+	/* The one left and three more fill max_wr 4. MAX_WR and LIMIT
+	 * together, with four receives posted (more than the limit: rxu
+	 * raises the event as soon as an armed SRQ holds fewer, rxe when it
+	 * next consumes one), then a fifth in the new room. */
+	post_recvs(36, 39);
+	expect_full(39);
 	modify(16, 3, IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT, 0, "grow to 16 and arm at 3");
 	expect_attr(16, 3);
+	post_recvs(39, 40);
 	post_sends(35, 40);
 	expect_recvs(35, 40);
 	expect_limit_event();

@@ -127,9 +127,12 @@ impl SendQueue {
 pub(crate) struct RecvQueue {
     producer: Producer,
     max_sge: u32,
-    /// Receives outstanding at most (RQ: the QP's max_recv_wr).
+    /// Receives outstanding at most (RQ: the QP's max_recv_wr; SRQ: its
+    /// max_wr).
     max_wr: u32,
-    /// None for an SRQ (its completions cannot be told apart per WR).
+    /// None for an SRQ (its completions cannot be told apart per WR): the
+    /// daemon keeps an SRQ receive's slot until a message takes it, so
+    /// the ring's fill is what is outstanding.
     shadow: Option<Shadow>,
 }
 
@@ -150,9 +153,10 @@ impl RecvQueue {
         })
     }
 
-    /// Posts go to `producer` from now on: the SRQ's ring after a resize
-    /// (the daemon carried the unread receives over).
-    pub(crate) fn replace_ring(&mut self, producer: Producer) -> Result<()> {
+    /// Posts go to `producer` from now on, up to `max_wr` outstanding: the
+    /// SRQ's ring after a resize (the daemon carried the posted receives
+    /// over).
+    pub(crate) fn replace_ring(&mut self, producer: Producer, max_wr: u32) -> Result<()> {
         if producer.slot_size() < self.producer.slot_size() {
             return Err(Error::Protocol(format!(
                 "resized receive ring slots of {} bytes, were {}",
@@ -161,11 +165,12 @@ impl RecvQueue {
             )));
         }
         self.producer = producer;
+        self.max_wr = max_wr;
         Ok(())
     }
 
-    /// Keeps no record of what is outstanding (SRQs): only the ring
-    /// bounds what is posted.
+    /// Keeps no record of what is outstanding (SRQs): the ring's fill
+    /// (posted, not yet taken by a message) bounds what is posted.
     pub(crate) fn untracked(mut self) -> RecvQueue {
         self.shadow = None;
         self
@@ -176,11 +181,7 @@ impl RecvQueue {
         if n > self.max_sge as usize || RECV_HDR + n * SGE_SIZE > self.producer.slot_size() {
             return Err(Error::Invalid("more SGEs than max_recv_sge"));
         }
-        if self
-            .shadow
-            .as_ref()
-            .is_some_and(|sh| sh.len() >= self.max_wr as usize)
-        {
+        if self.outstanding()? >= self.max_wr {
             return Err(Error::QueueFull);
         }
         let Some(mut slot) = self.producer.reserve()? else {
@@ -197,12 +198,16 @@ impl RecvQueue {
         Ok(())
     }
 
+    fn outstanding(&self) -> Result<u32> {
+        Ok(match &self.shadow {
+            Some(sh) => sh.len() as u32,
+            None => self.producer.len()?,
+        })
+    }
+
     fn room(&self) -> Result<u32> {
         let free = self.producer.free_slots()?;
-        Ok(match &self.shadow {
-            Some(sh) => free.min(self.max_wr.saturating_sub(sh.len() as u32)),
-            None => free,
-        })
+        Ok(free.min(self.max_wr.saturating_sub(self.outstanding()?)))
     }
 }
 
@@ -580,11 +585,11 @@ mod tests {
         post_recvs(RqGuard::new(&q, &bell, true), &[RecvWr::new(1, &[])]).unwrap();
         let (small, sfd) = Ring::create("rxu-client-test", 64, 8).unwrap();
         let p = Ring::attach(&sfd).unwrap().into_producer();
-        assert!(q.lock().unwrap().replace_ring(p).is_err());
+        assert!(q.lock().unwrap().replace_ring(p, 8).is_err());
         drop(small);
         let (new, nfd) = Ring::create("rxu-client-test", 128, 8).unwrap();
         let p = Ring::attach(&nfd).unwrap().into_producer();
-        q.lock().unwrap().replace_ring(p).unwrap();
+        q.lock().unwrap().replace_ring(p, 8).unwrap();
         let wrs: Vec<_> = (2..6).map(|id| RecvWr::new(id, &[])).collect();
         post_recvs(RqGuard::new(&q, &bell, true), &wrs).unwrap();
         let (mut old, mut new) = (old.into_consumer(), new.into_consumer());
@@ -659,6 +664,35 @@ mod tests {
         drop(g);
         assert_eq!(post(5).unwrap_err().errno(), libc::ENOMEM);
         wq.completed(&wc(0, WcOpcode::Recv));
+        post(5).unwrap();
+        assert_eq!(post(6).unwrap_err().errno(), libc::ENOMEM);
+    }
+
+    /// An SRQ's receives count until a message uses them: the daemon
+    /// reads them ahead into the transport but gives their slots back only
+    /// then, so max_wr are taken, then ENOMEM, though the ring (a power of
+    /// two) has room.
+    #[test]
+    fn srq_receives_beyond_max_wr_are_enomem_until_one_is_used() {
+        let (ring, fd) = Ring::create("rxu-client-test", abi::recv_slot_size(1), 8).unwrap();
+        let rq = RecvQueue::new(Ring::attach(&fd).unwrap().into_producer(), 1, 5)
+            .unwrap()
+            .untracked();
+        let rq = Mutex::new(rq);
+        let mut c = ring.into_consumer();
+        let bell = Doorbell::new().unwrap();
+        let post = |id| post_recvs(RqGuard::new(&rq, &bell, true), &[RecvWr::new(id, &[])]);
+        for id in 0..5 {
+            post(id).unwrap();
+        }
+        // The daemon took them all into the transport.
+        while let Some(slot) = c.peek().unwrap() {
+            slot.keep();
+        }
+        assert_eq!(c.read_ahead(), 5);
+        assert_eq!(post(5).unwrap_err().errno(), libc::ENOMEM);
+        // A message used one.
+        c.release_read(1);
         post(5).unwrap();
         assert_eq!(post(6).unwrap_err().errno(), libc::ENOMEM);
     }

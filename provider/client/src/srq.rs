@@ -186,7 +186,7 @@ impl Srq {
         // allocator memory when the SRQ was made on one.
         let fd = take_fd(&mut fds, "SRQ ring")?;
         let ring = placement::attach(fd, self.inner.pd.ring_alloc(), RingKind::Srq)?;
-        rq.replace_ring(ring.into_producer())?;
+        rq.replace_ring(ring.into_producer(), max_wr)?;
         self.inner.max_wr.store(max_wr, Ordering::Relaxed);
         Ok(())
     }

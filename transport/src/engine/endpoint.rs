@@ -56,6 +56,11 @@ pub struct RecvMeta {
 /// with the CQ its QP names for that side, as the QP produces it.
 pub trait CqSink {
     fn post(&mut self, cq: u32, c: Completion);
+    /// Called just before the [`CqSink::post`] of a receive completion
+    /// whose WQE came from SRQ `srq`: the receive is used up, so a driver
+    /// that keeps its slot in a ring until then gives it back before the
+    /// completion can be seen.
+    fn srq_receive_used(&mut self, _cq: u32, _srq: u32) {}
 }
 
 /// One FIFO of tagged completions (the convenience loop and tests).
@@ -756,15 +761,18 @@ impl<M: Memory> Endpoint<M> {
                 self.mem.flush_writes();
                 flushed = true;
             }
-            let cq = match c.side {
-                CqSide::Send => slot.send_cq,
-                CqSide::Recv => slot.recv_cq,
+            let (cq, srq) = match c.side {
+                CqSide::Send => (slot.send_cq, None),
+                CqSide::Recv => (slot.recv_cq, slot.srq),
                 // An XRC SRQ destroyed meanwhile has no CQ to go to.
                 CqSide::Srq(n) => match self.srqs.get(&n).and_then(|s| s.xrc) {
-                    Some(x) => x.cq,
+                    Some(x) => (x.cq, Some(n)),
                     None => continue,
                 },
             };
+            if let Some(srq) = srq {
+                cqs.srq_receive_used(cq, srq);
+            }
             cqs.post(cq, c);
         }
         while let Some(e) = slot.qp.poll_event() {

@@ -31,6 +31,8 @@ pub enum RingError {
         len: usize,
         slot_size: usize,
     },
+    #[error("{0} entries read ahead and not released")]
+    ReadAhead(u32),
     #[error(transparent)]
     Io(#[from] io::Error),
 }

@@ -218,9 +218,20 @@ impl WriteSlot<'_> {
 }
 
 /// The reading end. Not `Clone`: one consumer per ring is the contract.
+///
+/// A consumer may read ahead of what it releases ([`ReadSlot::keep`],
+/// [`Consumer::release_read`]): an SRQ's receives are read when the daemon
+/// takes them into the transport, but their slots are given back only when
+/// a message uses them, so the producer's free space is what it has
+/// outstanding, as with rxe's SRQ ring. Every entry read is copied out
+/// first, so which slots are given back does not matter, only how many.
 pub struct Consumer {
     region: Region,
+    /// The oldest entry not released.
     head: u32,
+    /// Entries from `head` on read and kept (not released): the next to
+    /// read is `head + ahead`.
+    ahead: u32,
     /// Last validated producer index; `cached_prod - head <= slots`.
     cached_prod: u32,
 }
@@ -232,8 +243,25 @@ impl Consumer {
         Self {
             region,
             head,
+            ahead: 0,
             cached_prod: head,
         }
+    }
+
+    /// The next entry to read.
+    fn next(&self) -> u32 {
+        self.head.wrapping_add(self.ahead)
+    }
+
+    /// Entries published and not yet read, from producer index `prod`. A
+    /// producer index behind what was read is corrupt.
+    fn unread_at(&self, prod: u32) -> Result<u32, RingError> {
+        let used = check_distance(&self.region, prod, self.head)?;
+        used.checked_sub(self.ahead).ok_or(RingError::Corrupt {
+            prod,
+            cons: self.next(),
+            slots: self.region.geometry().slots(),
+        })
     }
 
     pub fn slot_size(&self) -> usize {
@@ -244,14 +272,39 @@ impl Consumer {
         self.region.geometry().slots()
     }
 
-    /// Entries published by the producer and not yet released by us.
+    /// Entries published by the producer and not yet released by us
+    /// (those read ahead included).
     pub fn len(&self) -> Result<u32, RingError> {
         let prod = self.region.producer_index().load(Ordering::Acquire);
         check_distance(&self.region, prod, self.head)
     }
 
+    /// Entries published and not yet read.
+    pub fn unread(&self) -> Result<u32, RingError> {
+        self.unread_at(self.region.producer_index().load(Ordering::Acquire))
+    }
+
+    /// Nothing left to read.
     pub fn is_empty(&self) -> Result<bool, RingError> {
-        Ok(self.len()? == 0)
+        Ok(self.unread()? == 0)
+    }
+
+    /// Entries read and kept, not yet released.
+    pub fn read_ahead(&self) -> u32 {
+        self.ahead
+    }
+
+    /// Releases up to `n` of the entries read and kept; returns how many.
+    pub fn release_read(&mut self, n: u32) -> u32 {
+        let n = n.min(self.ahead);
+        if n > 0 {
+            self.ahead -= n;
+            self.head = self.head.wrapping_add(n);
+            self.region
+                .consumer_index()
+                .store(self.head, Ordering::Release);
+        }
+        n
     }
 
     /// Copies the next entry (a whole slot) into `out[..slot_size]` and
@@ -274,12 +327,13 @@ impl Consumer {
         }
     }
 
-    /// Looks at the next entry without consuming it; [`ReadSlot::release`]
-    /// consumes it, dropping the guard leaves it in the ring.
+    /// Looks at the next unread entry without consuming it;
+    /// [`ReadSlot::release`] consumes it, [`ReadSlot::keep`] reads it
+    /// ahead, dropping the guard leaves it in the ring.
     pub fn peek(&mut self) -> Result<Option<ReadSlot<'_>>, RingError> {
-        if self.cached_prod == self.head {
+        if self.cached_prod == self.next() {
             let prod = self.region.producer_index().load(Ordering::Acquire);
-            if check_distance(&self.region, prod, self.head)? == 0 {
+            if self.unread_at(prod)? == 0 {
                 return Ok(None);
             }
             self.cached_prod = prod;
@@ -320,8 +374,8 @@ impl Consumer {
         fence(Ordering::SeqCst);
     }
 
-    /// Copies each entry published and not yet consumed, oldest first,
-    /// into `buf` (at least a slot long) and hands it to `f`, consuming
+    /// Copies each entry published and not yet read, oldest first, into
+    /// `buf` (at least a slot long) and hands it to `f`, consuming
     /// nothing; returns how many. For moving an SRQ's posted receives to a
     /// new ring on resize; the producer must not publish meanwhile (it
     /// holds its SRQ lock). The count is validated once: a producer that
@@ -338,13 +392,13 @@ impl Consumer {
                 slot_size: slot,
             });
         }
-        let used = self.len()?;
-        for i in 0..used {
+        let unread = self.unread()?;
+        for i in 0..unread {
             self.region
-                .read_slot(self.head.wrapping_add(i), 0, &mut buf[..slot]);
+                .read_slot(self.next().wrapping_add(i), 0, &mut buf[..slot]);
             f(&buf[..slot]);
         }
-        Ok(used)
+        Ok(unread)
     }
 
     /// Drops the unconsumed entries `keep` refuses and keeps the others
@@ -352,12 +406,16 @@ impl Consumer {
     /// hardware providers clean a CQ of a QP moved to RESET); returns how
     /// many were dropped. `buf` must hold a slot. The producer may go on
     /// publishing meanwhile: only slots it published and we have not
-    /// released are rewritten, and they are released only after.
+    /// released are rewritten, and they are released only after. Not for
+    /// a ring read ahead (its kept slots would be freed first).
     pub fn retain(
         &mut self,
         buf: &mut [u8],
         mut keep: impl FnMut(&[u8]) -> bool,
     ) -> Result<u32, RingError> {
+        if self.ahead != 0 {
+            return Err(RingError::ReadAhead(self.ahead));
+        }
         let slot = self.slot_size();
         if buf.len() < slot {
             return Err(RingError::BufferTooSmall {
@@ -430,13 +488,21 @@ impl ReadSlot<'_> {
     pub fn read(&self, at: usize, out: &mut [u8]) -> Result<(), RingError> {
         out_of_slot(at, out.len(), self.len())?;
         let c = &*self.consumer;
-        c.region.read_slot(c.head, at, out);
+        c.region.read_slot(c.next(), at, out);
         Ok(())
     }
 
-    /// Consumes the entry: the producer may reuse its slot.
+    /// Consumes the entry: the producer may reuse a slot. (With entries
+    /// read ahead it is the oldest kept one's slot that is given back;
+    /// this entry becomes one of those kept: the count is what matters.)
     pub fn release(self) {
         self.consumer.release();
+    }
+
+    /// Reads the entry ahead: the next peek shows the one after it, and
+    /// its slot stays the consumer's until [`Consumer::release_read`].
+    pub fn keep(self) {
+        self.consumer.ahead += 1;
     }
 }
 

@@ -552,6 +552,90 @@ fn retain_drops_entries_in_place_and_keeps_the_order() {
     ));
 }
 
+#[test]
+fn read_ahead_keeps_slots_until_released() {
+    let (ring, fd) = Ring::create_with_start_index("rxu-ahead", 8, 4, u32::MAX - 1).unwrap();
+    let mut p = ring.into_producer();
+    let mut c = Ring::attach(&fd).unwrap().into_consumer();
+    let mut out = [0u8; 8];
+    for i in 0..3u8 {
+        assert!(p.try_push(&[i; 8]).unwrap());
+    }
+    // Read two ahead: the next peek shows the third, the producer still
+    // sees three of four slots taken.
+    for want in 0..2u8 {
+        let slot = c.peek().unwrap().unwrap();
+        slot.read(0, &mut out).unwrap();
+        assert_eq!(out[0], want);
+        slot.keep();
+    }
+    assert_eq!(c.read_ahead(), 2);
+    assert_eq!((c.len().unwrap(), c.unread().unwrap()), (3, 1));
+    assert_eq!(p.free_slots().unwrap(), 1);
+    assert!(c.try_pop(&mut out).unwrap(), "the third, released at once");
+    assert_eq!(out[0], 2);
+    assert!(c.is_empty().unwrap(), "nothing left to read");
+    assert!(c.peek().unwrap().is_none());
+    assert_eq!(p.free_slots().unwrap(), 2, "the kept two still count");
+    assert!(matches!(
+        c.retain(&mut out, |_| true),
+        Err(RingError::ReadAhead(2))
+    ));
+    assert_eq!(c.release_read(5), 2, "no more than were kept");
+    assert_eq!(c.release_read(1), 0);
+    assert_eq!(p.free_slots().unwrap(), 4);
+    // A producer index rewound behind what was read is corrupt, not a read.
+    assert!(p.try_push(&[3; 8]).unwrap());
+    c.peek().unwrap().unwrap().keep();
+    let file = File::from(fd);
+    poke_u32(&file, PROD_OFFSET, 2u32.wrapping_add(u32::MAX - 1));
+    assert!(matches!(c.unread(), Err(RingError::Corrupt { .. })));
+    assert!(matches!(c.peek(), Err(RingError::Corrupt { .. })));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Against a model: pushes, reads ahead, releases of what was read
+    /// and plain pops in any order give every entry once, in order, and
+    /// the producer's room is always the slots less what is unread or kept.
+    #[test]
+    fn read_ahead_matches_a_model(ops in proptest::collection::vec(0u8..4, 1..200)) {
+        let (mut p, mut c, _f) = pair(8, 8);
+        let (mut pushed, mut read, mut released) = (0u32, 0u32, 0u32);
+        let mut out = [0u8; 8];
+        for op in ops {
+            match op {
+                0 => {
+                    let ok = p.try_push(&pushed.to_le_bytes()).unwrap();
+                    prop_assert_eq!(ok, pushed - released < 8);
+                    pushed += u32::from(ok);
+                }
+                1 => match c.peek().unwrap() {
+                    Some(slot) => {
+                        slot.read(0, &mut out).unwrap();
+                        prop_assert_eq!(u32::from_le_bytes(out[..4].try_into().unwrap()), read);
+                        slot.keep();
+                        read += 1;
+                    }
+                    None => prop_assert_eq!(read, pushed),
+                },
+                2 => released += c.release_read(2),
+                _ => {
+                    if c.try_pop(&mut out).unwrap() {
+                        prop_assert_eq!(u32::from_le_bytes(out[..4].try_into().unwrap()), read);
+                        read += 1;
+                        released += 1;
+                    }
+                }
+            }
+            prop_assert_eq!(c.read_ahead(), read - released);
+            prop_assert_eq!(c.unread().unwrap(), pushed - read);
+            prop_assert_eq!(p.free_slots().unwrap(), 8 - (pushed - released));
+        }
+    }
+}
+
 /// Memory as an application allocator hands it out: `pages` anonymous
 /// pages filled with 0xaa. Freed by the test with munmap.
 fn app_pages(pages: usize) -> std::ptr::NonNull<u8> {

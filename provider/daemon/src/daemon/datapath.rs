@@ -204,7 +204,10 @@ fn consume_rq(
     Ok(n)
 }
 
-/// Returns (taken, bad WQEs dropped).
+/// Returns (taken, bad WQEs dropped). A receive taken into the endpoint
+/// keeps its ring slot until a message uses it ([`release_used_srq_slots`]):
+/// the client may have max_wr receives outstanding, not max_wr in the ring
+/// and max_wr more in the endpoint.
 fn consume_srq(
     e: &mut Endpoint<DeviceMemory>,
     srq: &mut Srq,
@@ -212,22 +215,33 @@ fn consume_srq(
 ) -> Result<(usize, usize), RingError> {
     let (mut n, mut bad) = (0, 0);
     while n < BUDGET && !srq_blocked(e, srq) {
-        let Some(len) = take(&mut srq.ring, buf)? else {
+        let Some(slot) = srq.ring.peek()? else {
             break;
         };
+        let len = slot.len().min(buf.len());
+        slot.read(0, &mut buf[..len])?;
+        slot.keep();
         n += 1;
         // An SRQ WQE belongs to no QP yet: a bad one has no CQ to complete
-        // on. It is dropped and reported with IBV_EVENT_SRQ_ERR.
-        match wqe::recv_wqe(&buf[..len], srq.max_sge) {
-            Ok(w) => {
-                if e.post_srq_recv(srq.id, w).is_err() {
-                    bad += 1;
-                }
-            }
-            Err(_) => bad += 1,
+        // on. It is dropped (its slot given back) and reported with
+        // IBV_EVENT_SRQ_ERR.
+        let posted = wqe::recv_wqe(&buf[..len], srq.max_sge)
+            .ok()
+            .is_some_and(|w| e.post_srq_recv(srq.id, w).is_ok());
+        if !posted {
+            srq.ring.release_read(1);
+            bad += 1;
         }
     }
     Ok((n, bad))
+}
+
+/// Gives back the ring slots of an SRQ's receives that messages have
+/// taken from the endpoint and whose completions did not already give
+/// them back ([`Srq::receive_used`]): afterwards the slots read ahead are
+/// as many as the endpoint holds.
+fn release_used_srq_slots(e: &Endpoint<DeviceMemory>, srq: &mut Srq) {
+    srq.taken_up_to(e.srq_taken(srq.id).unwrap_or(0));
 }
 
 /// Posts to the endpoint every well-formed receive WQE waiting in a
@@ -257,7 +271,7 @@ fn refill_receives<'a>(
                     break;
                 };
                 let post = |w| e.post_recv(qp.qpn, w, &mut cqs);
-                if !post_one(rq, buf, qp.cap.max_recv_sge, post) {
+                if !post_one(rq, buf, qp.cap.max_recv_sge, post, false) {
                     break;
                 }
                 n += 1;
@@ -265,9 +279,8 @@ fn refill_receives<'a>(
         }
         for srq in srqs.values_mut() {
             while !srq_blocked(e, srq) {
-                if !post_one(&mut srq.ring, buf, srq.max_sge, |w| {
-                    e.post_srq_recv(srq.id, w)
-                }) {
+                let post = |w| e.post_srq_recv(srq.id, w);
+                if !post_one(&mut srq.ring, buf, srq.max_sge, post, true) {
                     break;
                 }
                 n += 1;
@@ -278,12 +291,14 @@ fn refill_receives<'a>(
 }
 
 /// Parses the next slot of a receive ring and posts it; releases the slot
-/// only if that worked. False: empty, unusable or refused (left in place).
+/// (an SRQ's, `read_ahead`: keeps it, see [`consume_srq`]) only if that
+/// worked. False: empty, unusable or refused (left in place).
 fn post_one(
     ring: &mut Consumer,
     buf: &mut [u8],
     max_sge: u32,
     post: impl FnOnce(transport::qp::RecvWqe) -> Result<(), EngineError>,
+    read_ahead: bool,
 ) -> bool {
     let Ok(Some(slot)) = ring.peek() else {
         return false;
@@ -298,7 +313,11 @@ fn post_one(
     if post(w).is_err() {
         return false;
     }
-    slot.release();
+    if read_ahead {
+        slot.keep();
+    } else {
+        slot.release();
+    }
     true
 }
 
@@ -542,6 +561,8 @@ impl Device {
         n
     }
 
+    /// Gives back the ring slots of the SRQ receives messages took
+    /// ([`release_used_srq_slots`]), then raises
     /// IBV_EVENT_SRQ_LIMIT_REACHED when taking WQEs left an armed SRQ
     /// with fewer than its limit (counting those still in its ring), as
     /// ibv_modify_srq(3) says ("once the number of WRs drops below") and
@@ -552,6 +573,7 @@ impl Device {
         for s in self.objects.sessions_mut() {
             let mut fire = Vec::new();
             for srq in s.srqs.values_mut() {
+                release_used_srq_slots(&self.endpoint, srq);
                 let taken = self.endpoint.srq_taken(srq.id).unwrap_or(0);
                 let dropped = taken != srq.taken_seen;
                 srq.taken_seen = taken;
@@ -559,7 +581,7 @@ impl Device {
                     continue;
                 }
                 let posted = self.endpoint.srq_len(srq.id).unwrap_or(0)
-                    + srq.ring.len().unwrap_or(0) as usize;
+                    + srq.ring.unread().unwrap_or(0) as usize;
                 if posted < srq.limit as usize {
                     srq.limit = 0;
                     fire.push(srq.user_handle);

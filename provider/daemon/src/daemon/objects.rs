@@ -394,6 +394,20 @@ impl CqSink for DeviceCqs<'_> {
             post_completion(cq, &c, self.counters);
         }
     }
+
+    /// The SRQ belongs to the session of the CQ its receive completes on
+    /// (a QP's CQs and SRQ are of one context; an XRC SRQ's CQ is its own).
+    fn srq_receive_used(&mut self, cq: u32, srq: u32) {
+        let Some(&(id, _)) = self.objects.cq_owner.get(&cq) else {
+            return;
+        };
+        let Some(s) = self.objects.sessions.get_mut(&id) else {
+            return;
+        };
+        if let Some(srq) = s.srqs.values_mut().find(|s| s.id == srq) {
+            srq.receive_used();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -64,12 +64,41 @@ pub struct Srq {
     /// The endpoint's count of WQEs taken from it, when the limit was
     /// last looked at: the event needs a WQE taken since.
     pub taken_seen: u64,
+    /// Receives of it whose completions were posted.
+    pub used: u64,
+    /// Taken receives whose ring slots were given back: the most of
+    /// `used` and the endpoint's taken count when last looked at (each
+    /// completion is of a taken receive, so never more than taken).
+    pub released: u64,
     pub user_handle: u64,
     pub ring: Consumer,
     /// The ring's indices were corrupt: no longer read.
     pub broken: bool,
     /// An XRC SRQ: its domain and its CQ (handle).
     pub xrc: Option<SrqXrc>,
+}
+
+/// An SRQ's receives keep their ring slots from when the data path takes
+/// them into the endpoint until a message uses them (see the ring's read
+/// ahead): the client's room is max_wr less what it has outstanding, as
+/// in rxe's SRQ queue. A slot goes back when the receive's completion is
+/// posted (before the client can see it) or when the endpoint's taken
+/// count shows it used (a receive that ends without a completion).
+impl Srq {
+    /// A receive of this SRQ completed.
+    pub fn receive_used(&mut self) {
+        self.used += 1;
+        self.taken_up_to(self.used);
+    }
+
+    /// The endpoint has taken `taken` receives of this SRQ so far.
+    pub fn taken_up_to(&mut self, taken: u64) {
+        if taken > self.released {
+            let n = u32::try_from(taken - self.released).unwrap_or(u32::MAX);
+            self.ring.release_read(n);
+            self.released = taken;
+        }
+    }
 }
 
 /// What an XRC SRQ has besides what every SRQ has.

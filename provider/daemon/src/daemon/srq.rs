@@ -111,6 +111,8 @@ pub(super) fn create_in(
             max_sge,
             limit: srq_limit,
             taken_seen: 0,
+            used: 0,
+            released: 0,
             user_handle,
             ring: ring.into_consumer(),
             broken: false,
@@ -201,19 +203,23 @@ pub(super) fn modify(
 /// is EINVAL. The client holds its SRQ lock until it has the new ring, so
 /// nothing is posted to the old one meanwhile; the old ring's unread slots
 /// are copied as they are (the data path checks them when it takes them).
+/// The endpoint's receives keep a slot each in the new ring, read ahead
+/// (blank: only their count matters), so the client's room stays max_wr
+/// less what it has outstanding.
 fn resize(
     endpoint: &mut Endpoint<DeviceMemory>,
     srq: &mut Srq,
     max_wr: u32,
 ) -> Result<OwnedFd, Refused> {
-    let unread = srq.ring.len().map_err(|e| {
+    let unread = srq.ring.unread().map_err(|e| {
         srq.broken = true;
         Refused {
             errno: libc::EINVAL,
             msg: format!("SRQ ring unusable: {e}"),
         }
     })?;
-    let in_use = endpoint.srq_len(srq.id).unwrap_or(0) + unread as usize;
+    let held = endpoint.srq_len(srq.id).unwrap_or(0);
+    let in_use = held + unread as usize;
     if (max_wr as usize) < in_use {
         return refuse(
             libc::EINVAL,
@@ -231,6 +237,11 @@ fn resize(
     let mut fill = Ring::attach(&fd).map_err(nomem)?.into_producer();
     let mut buf = vec![0u8; slot];
     let mut lost = 0u32;
+    for _ in 0..held {
+        if !matches!(fill.try_push(&buf), Ok(true)) {
+            lost += 1;
+        }
+    }
     let copied = srq
         .ring
         .read_unconsumed(&mut buf, |b| {
@@ -246,11 +257,20 @@ fn resize(
         // The client moved its index while holding its lock: its own loss.
         return refuse(libc::EINVAL, "the SRQ ring changed during the resize");
     }
+    let mut ring = ring.into_consumer();
+    for _ in 0..held {
+        match ring.peek() {
+            Ok(Some(slot)) => slot.keep(),
+            _ => return refuse(libc::ENOMEM, "SRQ ring: the new ring lost its entries"),
+        }
+    }
     endpoint.resize_srq(srq.id, max_wr).map_err(|e| Refused {
         errno: libc::EINVAL,
         msg: e.to_string(),
     })?;
-    srq.ring = ring.into_consumer();
+    srq.ring = ring;
+    // What was taken before is gone with the old ring.
+    srq.released = endpoint.srq_taken(srq.id).unwrap_or(0).max(srq.released);
     srq.max_wr = max_wr;
     Ok(fd)
 }
