@@ -45,6 +45,13 @@ def build():
     )
 
 
+def copy_provider(to):
+    """The provider under every ABI name, and the ucma emulator, into
+    `to` (scripts/copy-provider)."""
+    subprocess.run([os.path.join(ROOT, "scripts", "copy-provider"), BIN, to], check=True,
+                   timeout=60)
+
+
 class Devices:
     """`count` rxu devices named `<prefix>1..N` in a private runtime dir,
     and the environment verbs programs need to see them (as `rxu env`
@@ -52,8 +59,7 @@ class Devices:
 
     def __init__(self, prefix, count, addrs=None):
         self.rt = tempfile.mkdtemp(prefix="rxu-mw-")
-        for lib in ("librxu-rdmav34.so", "librxu-ucma.so"):
-            shutil.copy(os.path.join(BIN, lib), self.rt)
+        copy_provider(self.rt)
         self.names = [f"{prefix}{i + 1}" for i in range(count)]
         self.addrs = (addrs or ADDRS)[:count]
         self.env = dict(os.environ, RXU_RUNTIME_DIR=self.rt)

@@ -376,7 +376,8 @@ def parse():
     p = argparse.ArgumentParser(prog="iop")
     p.add_argument("--image", required=True, help="guest image directory (build-guest)")
     p.add_argument("--work", required=True, help="directory for logs and captures")
-    p.add_argument("--bindir", required=True, help="directory with rxu, rxud, librxu-rdmav34.so")
+    p.add_argument("--bindir", required=True,
+                   help="directory with rxu, rxud and the provider (scripts/copy-provider)")
     p.add_argument("--accel", choices=["kvm", "tcg"], default="tcg")
     p.add_argument("--limit", type=int, default=120, help="seconds per program run")
     p.add_argument("--only", help="regex: run only matching cases")
