@@ -73,21 +73,7 @@ mod tests {
     use std::os::unix::fs::FileExt;
 
     fn scratch(len: usize) -> Arc<File> {
-        let path = std::env::temp_dir().join(format!(
-            "rxu-combine-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .unwrap();
-        let _ = std::fs::remove_file(&path);
-        f.write_all_at(&vec![0u8; len], 0).unwrap();
-        Arc::new(f)
+        super::super::fileio::scratch_file(&vec![0u8; len])
     }
 
     fn contents(f: &File, len: usize) -> Vec<u8> {

@@ -32,3 +32,25 @@ pub fn write(mem: &File, at: u64, src: &[u8]) -> Result<(), MemError> {
     }
     mem.write_all_at(src, at).map_err(|e| mem_error(&e))
 }
+
+/// A file holding `data`, standing in for a client's memory in tests (its
+/// name is gone as soon as it is open).
+#[cfg(test)]
+pub fn scratch_file(data: &[u8]) -> std::sync::Arc<File> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "rxu-mem-test-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    f.write_all_at(data, 0).unwrap();
+    std::sync::Arc::new(f)
+}

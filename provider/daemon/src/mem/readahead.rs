@@ -25,11 +25,14 @@ pub const MIN_PIECE: usize = 1024;
 /// Most bytes one read-ahead takes.
 pub const MAX_AHEAD: usize = 64 * 1024;
 
-/// The bytes at `[at, at + buf.len())` of one client's memory file.
+/// The bytes at `[at, at + len)` of one client's memory file.
 #[derive(Default)]
 pub struct ReadAhead {
     kept: Option<(Arc<File>, u64)>,
+    /// [`MAX_AHEAD`] bytes once first used (allocated and zeroed once,
+    /// not per read); the first `len` are the kept ones.
     buf: Vec<u8>,
+    len: usize,
     /// Reads served from the copy (for `rxu stats`).
     pub hits: u64,
 }
@@ -47,7 +50,7 @@ impl ReadAhead {
         let off = (at - start) as usize;
         let Some(src) = off
             .checked_add(dst.len())
-            .and_then(|end| self.buf.get(off..end))
+            .and_then(|end| self.buf[..self.len].get(off..end))
         else {
             return false;
         };
@@ -78,12 +81,14 @@ impl ReadAhead {
             return false;
         }
         self.clear();
-        self.buf.resize(want, 0);
-        if mem.read_exact_at(&mut self.buf, at).is_err() {
-            self.buf.clear();
+        if self.buf.len() < MAX_AHEAD {
+            self.buf.resize(MAX_AHEAD, 0);
+        }
+        if mem.read_exact_at(&mut self.buf[..want], at).is_err() {
             return false;
         }
         dst.copy_from_slice(&self.buf[..dst.len()]);
+        self.len = want;
         self.kept = Some((Arc::clone(mem), at));
         true
     }
@@ -98,36 +103,16 @@ impl ReadAhead {
     /// Forgets the kept bytes.
     pub fn clear(&mut self) {
         self.kept = None;
-        self.buf.clear();
+        self.len = 0;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
 
     fn file_with(data: &[u8]) -> Arc<File> {
-        let mut f = tempfile_in_tmp();
-        f.write_all(data).unwrap();
-        Arc::new(f)
-    }
-
-    fn tempfile_in_tmp() -> File {
-        let path = std::env::temp_dir().join(format!(
-            "rxu-readahead-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .unwrap();
-        let _ = std::fs::remove_file(&path);
-        f
+        super::super::fileio::scratch_file(data)
     }
 
     #[test]
