@@ -8,7 +8,10 @@
  * makes it readable, and ibv_get_cq_event returns that CQ and its
  * context; two CQs share one channel; ibv_destroy_comp_channel closes the
  * fd (stdin untouched), also for a channel that never had a CQ; a
- * blocking channel's ibv_get_cq_event waits for the event.
+ * blocking channel's ibv_get_cq_event waits for the event. A CQ armed for
+ * solicited completions only (ibv_req_notify_cq(cq, 1)) is woken by the
+ * receive of a SEND with IBV_SEND_SOLICITED, not by one without it nor
+ * by a send completion, as on rxe.
  *
  * usage: comp_channel <ibdev> [gid index] [adopt]
  * "adopt": the provider's fallback without the preload, where the fd is
@@ -115,11 +118,17 @@ static void empty(struct ibv_comp_channel *ch)
 	CHECK(ibv_get_cq_event(ch, &c, &x) == -1, "ibv_get_cq_event on an empty channel");
 }
 
-static void send_one(struct ibv_qp *qp, struct ibv_mr *mr, char *buf, int i)
+static void send_flags(struct ibv_qp *qp, struct ibv_mr *mr, char *buf, int i, int flags)
 {
 	struct ibv_sge sge = { (uintptr_t)buf + i * LEN, LEN, mr->lkey };
-	struct ibv_send_wr w = { .wr_id = i, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND }, *bad;
+	struct ibv_send_wr w = { .wr_id = i, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+				 .send_flags = flags }, *bad;
 	CHECK(!ibv_post_send(qp, &w, &bad), "ibv_post_send failed");
+}
+
+static void send_one(struct ibv_qp *qp, struct ibv_mr *mr, char *buf, int i)
+{
+	send_flags(qp, mr, buf, i, 0);
 }
 
 static void recv_one(struct ibv_qp *qp, struct ibv_mr *mr, char *buf, int i)
@@ -230,6 +239,31 @@ int main(int argc, char **argv)
 	drain(scq, 1);
 	drain(rcq, 1);
 	CHECK(!readable(fd, 200), "an event without arming");
+
+	/* Armed for solicited completions only: a SEND without the solicited
+	 * bit wakes neither CQ (scq gets a send completion, rcq an unsolicited
+	 * receive); one with it wakes rcq alone. */
+	CHECK(!ibv_req_notify_cq(scq, 1) && !ibv_req_notify_cq(rcq, 1), "solicited arming failed");
+	recv_one(b, mr, buf, 3);
+	send_one(a, mr, buf, 3);
+	drain(scq, 1);
+	drain(rcq, 1);
+	CHECK(!readable(fd, 200), "an unsolicited SEND woke a CQ armed for solicited completions");
+	recv_one(b, mr, buf, 4);
+	send_flags(a, mr, buf, 4, IBV_SEND_SOLICITED | IBV_SEND_SIGNALED);
+	{
+		struct epoll_event out;
+		CHECK(epoll_wait(ep, &out, 1, 10000) == 1, "no event for a solicited SEND");
+		struct ibv_cq *ev_cq;
+		void *ev_ctx;
+		CHECK(!ibv_get_cq_event(ch, &ev_cq, &ev_ctx), "ibv_get_cq_event failed");
+		CHECK(ev_cq == rcq, "the solicited SEND's event is for cq %p, not the receive CQ",
+		      (void *)ev_cq);
+		ibv_ack_cq_events(ev_cq, 1);
+	}
+	drain(scq, 1);
+	drain(rcq, 1);
+	CHECK(!readable(fd, 200), "the send CQ, armed for solicited completions, raised an event");
 
 	/* A blocking channel: ibv_get_cq_event waits for the event. */
 	struct ibv_comp_channel *bch = ibv_create_comp_channel(ctx);

@@ -100,6 +100,7 @@ impl Qp {
         }
         let mut c = recv_completion(&h.wqe, WcStatus::Success, qpn);
         c.byte_len = need as u32;
+        c.solicited = pkt.hdr.bth.se;
         if let Some(imm) = pkt.hdr.imm {
             c.wc_flags |= wc_flags::WITH_IMM;
             c.imm = imm;

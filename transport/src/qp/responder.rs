@@ -320,6 +320,7 @@ impl Qp {
         }
         let mut c = h.completion(WcStatus::Success, self.cfg.qpn);
         c.byte_len = h.written as u32;
+        c.solicited = pkt.hdr.bth.se;
         if let Some(imm) = pkt.hdr.imm {
             c.wc_flags |= wc_flags::WITH_IMM;
             c.imm = imm;
@@ -400,6 +401,7 @@ impl Qp {
                 let mut c = h.completion(WcStatus::Success, self.cfg.qpn);
                 c.opcode = WcOpcode::RecvRdmaWithImm;
                 c.byte_len = w.total as u32;
+                c.solicited = pkt.hdr.bth.se;
                 c.wc_flags |= wc_flags::WITH_IMM;
                 c.imm = imm;
                 self.cq.push_back(c);

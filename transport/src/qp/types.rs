@@ -170,6 +170,10 @@ pub struct Completion {
     pub network_hdr: Option<NetworkHdr>,
     /// Provider-specific detail for error completions.
     pub vendor_err: u32,
+    /// A receive completion of a message whose last packet had the BTH
+    /// solicited-event bit: it wakes a CQ armed for solicited completions
+    /// (`ibv_req_notify_cq(cq, 1)`), as rxe's does.
+    pub solicited: bool,
 }
 
 impl Completion {
@@ -189,6 +193,7 @@ impl Completion {
             src_addr: None,
             network_hdr: None,
             vendor_err: 0,
+            solicited: false,
         }
     }
 }

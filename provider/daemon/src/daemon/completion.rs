@@ -44,6 +44,7 @@ pub fn cqe_of(c: &Completion) -> CqeBytes {
     e.set_wc_flags(c.wc_flags);
     e.set_sl(c.network_hdr.map_or(0, |h| h.wc_sl()));
     e.set_src_gid(&c.src_addr.map_or([0; 16], verbs::gid_of));
+    e.set_solicited(c.solicited);
     e.into_inner()
 }
 
@@ -78,13 +79,13 @@ fn stamp(cq: &Cq, e: &mut CqeBytes) {
     }
 }
 
-/// Whether a new entry may wake a CQ armed for solicited completions.
-/// The transport does not report the SE bit, so every receive completion
-/// and every error counts: a spurious wake-up is harmless, a lost one
-/// hangs the application.
+/// Whether a new entry wakes a CQ armed for solicited completions: a
+/// receive of a message with the solicited-event bit, as rxe's, and any
+/// error (the IBA has an unsuccessful completion raise the event too; a
+/// spurious wake-up is harmless, a lost one hangs the application).
 fn may_be_solicited(e: &CqeBytes) -> bool {
     let e = Cqe::new_unchecked(e);
-    e.opcode() >= 128 || e.status() != 0
+    e.solicited() || e.status() != 0
 }
 
 /// Result of one delivery pass over a CQ.

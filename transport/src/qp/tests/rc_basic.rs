@@ -897,3 +897,81 @@ fn responder_back_pressure_drops_and_recovers() {
     assert_eq!(&h.a.bytes(a)[..3072], &h.b.bytes(b)[..3072]);
     assert!(h.b.qp.counters().dropped_pkts > 0);
 }
+
+/// The solicited-event bit: set on the last packet of a SEND or
+/// WRITE_WITH_IMM posted with IBV_SEND_SOLICITED (only there), and the
+/// responder's receive completion says so (what wakes a CQ armed for
+/// solicited completions); a message without it, and every send
+/// completion, is not solicited.
+#[test]
+fn solicited_bit_reaches_the_receive_completion() {
+    let mut h = setup(Mtu::M256);
+    let src = h.a.reg(0x1000, 1000, 0, pat(3));
+    let dst = h.b.reg(
+        0x8000,
+        4096,
+        access::LOCAL_WRITE | access::REMOTE_WRITE,
+        |_| 0,
+    );
+    for i in 0..3 {
+        h.b.qp
+            .post_recv(recv(10 + i, vec![sge(0x8000 + i * 1024, 1024, dst)]))
+            .unwrap();
+    }
+    let solicited = |mut w: SendWqe| {
+        w.flags |= send_flags::SOLICITED;
+        w
+    };
+    h.a.qp
+        .post_send(solicited(wqe(1, SendOp::Send, vec![sge(0x1000, 600, src)])))
+        .unwrap();
+    h.a.qp
+        .post_send(wqe(2, SendOp::Send, vec![sge(0x1000, 600, src)]))
+        .unwrap();
+    h.a.qp
+        .post_send(solicited(wqe(
+            3,
+            SendOp::WriteImm {
+                remote_addr: 0x8000 + 3 * 1024,
+                rkey: dst,
+                imm: 9,
+            },
+            vec![sge(0x1000, 300, src)],
+        )))
+        .unwrap();
+    h.run();
+    let s = h.a.cq(CqSide::Send);
+    assert_ok_in_order(&s, &[1, 2, 3]);
+    assert!(s.iter().all(|c| !c.solicited), "send completions never are");
+    let r = h.b.cq(CqSide::Recv);
+    let got: Vec<(u64, WcOpcode, bool)> =
+        r.iter().map(|c| (c.wr_id, c.opcode, c.solicited)).collect();
+    assert_eq!(
+        got,
+        [
+            (10, WcOpcode::Recv, true),
+            (11, WcOpcode::Recv, false),
+            (12, WcOpcode::RecvRdmaWithImm, true)
+        ]
+    );
+    // On the wire: SE on the last packets of messages 1 and 3 only.
+    let se: Vec<(Opcode, bool)> = h
+        .captured()
+        .iter()
+        .filter(|c| c.dir == Dir::AtoB)
+        .map(|c| (c.pkt().opcode(), c.pkt().hdr.bth.se))
+        .collect();
+    assert_eq!(
+        se,
+        [
+            (Opcode::RC_SEND_FIRST, false),
+            (Opcode::RC_SEND_MIDDLE, false),
+            (Opcode::RC_SEND_LAST, true),
+            (Opcode::RC_SEND_FIRST, false),
+            (Opcode::RC_SEND_MIDDLE, false),
+            (Opcode::RC_SEND_LAST, false),
+            (Opcode::RC_WRITE_FIRST, false),
+            (Opcode::RC_WRITE_LAST_IMM, true),
+        ]
+    );
+}

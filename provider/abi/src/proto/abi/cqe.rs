@@ -15,7 +15,7 @@ pub struct Cqe<T: AsRef<[u8]>> {
     buffer: T,
 }
 
-/// Byte ranges of a CQE (46..48 reserved).
+/// Byte ranges of a CQE (47 reserved).
 pub mod cqe_field {
     use super::super::Field;
     pub const WR_ID: Field = 0..8;
@@ -34,6 +34,10 @@ pub mod cqe_field {
     pub const SLID: Field = 42..44;
     pub const SL: usize = 44;
     pub const DLID_PATH_BITS: usize = 45;
+    /// 1: a receive of a message with the solicited-event bit. The
+    /// daemon's, for CQs armed for solicited completions; not a field of
+    /// `ibv_wc`, the client reads nothing here.
+    pub const SOLICITED: usize = 46;
     /// UD: the sender's GID.
     pub const SRC_GID: Field = 48..64;
     /// Completion time in ns of CLOCK_MONOTONIC, the device's "HCA clock"
@@ -101,6 +105,9 @@ impl<T: AsRef<[u8]>> Cqe<T> {
     }
     pub fn dlid_path_bits(&self) -> u8 {
         self.b()[cqe_field::DLID_PATH_BITS]
+    }
+    pub fn solicited(&self) -> bool {
+        self.b()[cqe_field::SOLICITED] != 0
     }
     pub fn src_gid(&self) -> [u8; 16] {
         get(self.b(), cqe_field::SRC_GID)
@@ -171,6 +178,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Cqe<T> {
     }
     pub fn set_dlid_path_bits(&mut self, v: u8) {
         self.m()[cqe_field::DLID_PATH_BITS] = v;
+    }
+    pub fn set_solicited(&mut self, v: bool) {
+        self.m()[cqe_field::SOLICITED] = u8::from(v);
     }
     pub fn set_src_gid(&mut self, v: &[u8; 16]) {
         put(self.m(), cqe_field::SRC_GID, v);
