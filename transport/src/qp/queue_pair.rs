@@ -163,30 +163,53 @@ pub enum QpEvent {
     CommEstablished,
 }
 
-/// Per-QP counters, named like rxe's hw_counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QpCounters {
-    pub sent_pkts: u64,
-    pub rcvd_pkts: u64,
-    pub duplicate_request: u64,
-    pub out_of_seq_request: u64,
-    pub rcvd_rnr_err: u64,
-    pub send_rnr_err: u64,
-    pub rcvd_seq_err: u64,
-    pub retry_exceeded_err: u64,
-    pub rnr_nak_retry_err: u64,
-    pub completer_retry_err: u64,
-    pub retransmitted_pkts: u64,
-    pub local_ack_timeout_err: u64,
-    pub dropped_pkts: u64,
+/// Declares [`QpCounters`] from one list of fields, so that its
+/// (name, value) list and its sum are written once.
+macro_rules! qp_counters {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// Per-QP counters, named like rxe's hw_counters.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct QpCounters {
+            $($(#[$doc])* pub $name: u64,)*
+        }
+
+        impl QpCounters {
+            /// Every counter as (name, value), in declaration order (for
+            /// `rxu stats`).
+            pub fn list(&self) -> Vec<(&'static str, u64)> {
+                vec![$((stringify!($name), self.$name),)*]
+            }
+
+            /// Adds `other`'s counts to these (device totals).
+            pub fn add(&mut self, other: &QpCounters) {
+                $(self.$name += other.$name;)*
+            }
+        }
+    };
+}
+
+qp_counters! {
+    sent_pkts,
+    rcvd_pkts,
+    duplicate_request,
+    out_of_seq_request,
+    rcvd_rnr_err,
+    send_rnr_err,
+    rcvd_seq_err,
+    retry_exceeded_err,
+    rnr_nak_retry_err,
+    completer_retry_err,
+    retransmitted_pkts,
+    local_ack_timeout_err,
+    dropped_pkts,
     /// UD packets dropped for a Q_Key mismatch (rxe's qkey_viol_cntr).
-    pub qkey_violations: u64,
+    qkey_violations,
     /// Responder: unsolicited ACKs sent to give the requester credits
     /// when receives were posted after an ACK that promised few.
-    pub credit_updates: u64,
+    credit_updates,
     /// Requester: SENDs sent without credit, as a probe, after waiting
     /// for credits in vain.
-    pub credit_probes: u64,
+    credit_probes,
 }
 
 /// Attributes in force (defaults as rxe's for a fresh QP).

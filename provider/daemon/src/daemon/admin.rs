@@ -135,24 +135,15 @@ pub(super) fn stats(
             endpoint.memory().combine_counts().1,
         ),
     ];
-    // rxe's hw_counters, summed over every QP the device had.
+    // rxe's hw_counters, summed over every QP the device had (the
+    // device's own sent_pkts / rcvd_pkts are the driver's, above; the
+    // QPs' dropped packets are named apart from the driver's).
     let t = objects.qp_totals(endpoint);
-    device.extend([
-        counter("duplicate_request", t.duplicate_request),
-        counter("out_of_seq_request", t.out_of_seq_request),
-        counter("rcvd_rnr_err", t.rcvd_rnr_err),
-        counter("send_rnr_err", t.send_rnr_err),
-        counter("rcvd_seq_err", t.rcvd_seq_err),
-        counter("retry_exceeded_err", t.retry_exceeded_err),
-        counter("rnr_nak_retry_err", t.rnr_nak_retry_err),
-        counter("completer_retry_err", t.completer_retry_err),
-        counter("retransmitted_pkts", t.retransmitted_pkts),
-        counter("local_ack_timeout_err", t.local_ack_timeout_err),
-        counter("qp_dropped_pkts", t.dropped_pkts),
-        counter("qkey_violations", t.qkey_violations),
-        counter("credit_updates", t.credit_updates),
-        counter("credit_probes", t.credit_probes),
-    ]);
+    device.extend(t.list().into_iter().filter_map(|(name, value)| match name {
+        "sent_pkts" | "rcvd_pkts" => None,
+        "dropped_pkts" => Some(counter("qp_dropped_pkts", value)),
+        _ => Some(counter(name, value)),
+    }));
     // rdma_cm: MADs by type, retries, rejects by reason, timeouts, drops.
     device.push(counter("gsi_dropped", endpoint.gsi_dropped()));
     device.push(counter("cm_events", cm.events_sent));
@@ -172,27 +163,8 @@ pub(super) fn stats(
         .into_iter()
         .filter_map(|qpn| {
             let c = endpoint.qp(qpn)?.counters();
-            Some((
-                qpn,
-                vec![
-                    counter("sent_pkts", c.sent_pkts),
-                    counter("rcvd_pkts", c.rcvd_pkts),
-                    counter("duplicate_request", c.duplicate_request),
-                    counter("out_of_seq_request", c.out_of_seq_request),
-                    counter("rcvd_rnr_err", c.rcvd_rnr_err),
-                    counter("send_rnr_err", c.send_rnr_err),
-                    counter("rcvd_seq_err", c.rcvd_seq_err),
-                    counter("retry_exceeded_err", c.retry_exceeded_err),
-                    counter("rnr_nak_retry_err", c.rnr_nak_retry_err),
-                    counter("completer_retry_err", c.completer_retry_err),
-                    counter("retransmitted_pkts", c.retransmitted_pkts),
-                    counter("local_ack_timeout_err", c.local_ack_timeout_err),
-                    counter("dropped_pkts", c.dropped_pkts),
-                    counter("qkey_violations", c.qkey_violations),
-                    counter("credit_updates", c.credit_updates),
-                    counter("credit_probes", c.credit_probes),
-                ],
-            ))
+            let list = c.list().into_iter().map(|(n, v)| counter(n, v)).collect();
+            Some((qpn, list))
         })
         .collect();
     Response::Stats { device, qps }

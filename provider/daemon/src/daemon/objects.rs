@@ -287,7 +287,7 @@ impl Objects {
         qpn: u32,
     ) {
         if let Some(q) = endpoint.qp(qpn) {
-            add_qp_counters(&mut self.retired_qps, q.counters());
+            self.retired_qps.add(q.counters());
         }
         let _ = endpoint.destroy_qp(qpn, &mut DeviceCqs::new(self, counters));
         // Type 2 windows bound through it are freed: the QP number may
@@ -319,7 +319,7 @@ impl Objects {
         let mut t = self.retired_qps;
         for &qpn in self.qp_owner.keys() {
             if let Some(q) = endpoint.qp(qpn) {
-                add_qp_counters(&mut t, q.counters());
+                t.add(q.counters());
             }
         }
         t
@@ -353,25 +353,6 @@ impl Objects {
             }
         }
     }
-}
-
-fn add_qp_counters(t: &mut QpCounters, c: &QpCounters) {
-    t.sent_pkts += c.sent_pkts;
-    t.rcvd_pkts += c.rcvd_pkts;
-    t.duplicate_request += c.duplicate_request;
-    t.out_of_seq_request += c.out_of_seq_request;
-    t.rcvd_rnr_err += c.rcvd_rnr_err;
-    t.send_rnr_err += c.send_rnr_err;
-    t.rcvd_seq_err += c.rcvd_seq_err;
-    t.retry_exceeded_err += c.retry_exceeded_err;
-    t.rnr_nak_retry_err += c.rnr_nak_retry_err;
-    t.completer_retry_err += c.completer_retry_err;
-    t.retransmitted_pkts += c.retransmitted_pkts;
-    t.local_ack_timeout_err += c.local_ack_timeout_err;
-    t.dropped_pkts += c.dropped_pkts;
-    t.qkey_violations += c.qkey_violations;
-    t.credit_updates += c.credit_updates;
-    t.credit_probes += c.credit_probes;
 }
 
 /// Every client's CQs as the endpoint's completion sink (the data path

@@ -5,6 +5,7 @@
 mod harness;
 
 mod bench;
+mod counters;
 mod credits;
 mod errors;
 mod mw;
