@@ -180,6 +180,20 @@ macro_rules! qp_counters {
                 vec![$((stringify!($name), self.$name),)*]
             }
 
+            /// The counters as a device reports the sum over its QPs: its
+            /// own sent_pkts / rcvd_pkts are its driver's, and the QPs'
+            /// dropped packets are named apart from the driver's.
+            pub fn device_totals(&self) -> Vec<(&'static str, u64)> {
+                self.list()
+                    .into_iter()
+                    .filter_map(|(name, v)| match name {
+                        "sent_pkts" | "rcvd_pkts" => None,
+                        "dropped_pkts" => Some(("qp_dropped_pkts", v)),
+                        _ => Some((name, v)),
+                    })
+                    .collect()
+            }
+
             /// Adds `other`'s counts to these (device totals).
             pub fn add(&mut self, other: &QpCounters) {
                 $(self.$name += other.$name;)*

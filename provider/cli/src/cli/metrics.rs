@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::stats::Stats;
+use transport::qp::QpCounters;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -133,21 +134,14 @@ pub fn device_meta(name: &str) -> Option<Meta> {
     })
 }
 
-/// Device-wide sums of the per-QP transport counters.
-const HW_COUNTERS: [&str; 12] = [
-    "duplicate_request",
-    "out_of_seq_request",
-    "rcvd_rnr_err",
-    "send_rnr_err",
-    "rcvd_seq_err",
-    "retry_exceeded_err",
-    "rnr_nak_retry_err",
-    "completer_retry_err",
-    "retransmitted_pkts",
-    "local_ack_timeout_err",
-    "qp_dropped_pkts",
-    "qkey_violations",
-];
+/// A device-wide sum of a per-QP transport counter (named as `rxu stats`
+/// names it).
+fn is_hw_counter(name: &str) -> bool {
+    QpCounters::default()
+        .device_totals()
+        .iter()
+        .any(|(n, _)| *n == name)
+}
 
 /// Prometheus' rules for names: `[a-zA-Z_:][a-zA-Z0-9_:]*`.
 fn sanitize(name: &str) -> String {
@@ -172,7 +166,7 @@ fn fallback(name: &str, per_qp: bool) -> (String, Kind, String) {
     };
     let help = if per_qp {
         format!("rxe hw_counter {name} of one queue pair")
-    } else if HW_COUNTERS.contains(&name) {
+    } else if is_hw_counter(name) {
         format!("rxe hw_counter {name}, summed over every queue pair the device had")
     } else {
         format!("Daemon counter {name}")

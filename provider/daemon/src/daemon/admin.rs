@@ -135,15 +135,13 @@ pub(super) fn stats(
             endpoint.memory().combine_counts().1,
         ),
     ];
-    // rxe's hw_counters, summed over every QP the device had (the
-    // device's own sent_pkts / rcvd_pkts are the driver's, above; the
-    // QPs' dropped packets are named apart from the driver's).
+    // rxe's hw_counters, summed over every QP the device had.
     let t = objects.qp_totals(endpoint);
-    device.extend(t.list().into_iter().filter_map(|(name, value)| match name {
-        "sent_pkts" | "rcvd_pkts" => None,
-        "dropped_pkts" => Some(counter("qp_dropped_pkts", value)),
-        _ => Some(counter(name, value)),
-    }));
+    device.extend(
+        t.device_totals()
+            .into_iter()
+            .map(|(name, value)| counter(name, value)),
+    );
     // rdma_cm: MADs by type, retries, rejects by reason, timeouts, drops.
     device.push(counter("gsi_dropped", endpoint.gsi_dropped()));
     device.push(counter("cm_events", cm.events_sent));

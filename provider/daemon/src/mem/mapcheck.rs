@@ -244,7 +244,7 @@ mod tests {
         assert_eq!(p("/proc//mem"), None);
         // A path string only (nothing is opened): a "proc" that is not at
         // the root is refused.
-        assert_eq!(p("/tmp/proc/1/mem"), None);
+        assert_eq!(p("proc/1/mem"), None);
         assert_eq!(p("/proc/1/../2/mem"), None);
     }
 

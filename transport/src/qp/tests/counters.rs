@@ -45,4 +45,14 @@ fn list_names_every_field_once_in_order_and_add_sums_each() {
     let mut want = vec![0u64; 16];
     (want[0], want[1], want[10], want[15]) = (12, 4, 6, 9);
     assert_eq!(got, want);
+    // The device's sums: without the driver-level sent/rcvd, the QPs'
+    // drops renamed.
+    let d = t.device_totals();
+    assert_eq!(d.len(), 14);
+    assert_eq!(d[0], ("duplicate_request", 0));
+    assert!(d.contains(&("retransmitted_pkts", 6)));
+    assert!(d.contains(&("qp_dropped_pkts", 0)));
+    assert!(!d
+        .iter()
+        .any(|(n, _)| matches!(*n, "sent_pkts" | "rcvd_pkts" | "dropped_pkts")));
 }
