@@ -25,6 +25,8 @@ pub struct Daemon {
     own_dir: bool,
     child: Child,
     log: PathBuf,
+    /// The log is a file made for it (not one given with `log_to`).
+    own_log: bool,
 }
 
 /// What [`Daemon::spawn`] starts: extra arguments, another runtime
@@ -35,9 +37,17 @@ pub struct Spawn {
     args: Vec<String>,
     envs: Vec<(String, String)>,
     dir: Option<PathBuf>,
+    log: Option<PathBuf>,
 }
 
 impl Spawn {
+    /// Its stdout and stderr go to `path` (opened for appending; e.g.
+    /// `/dev/full`) instead of a fresh log file in the runtime directory.
+    pub fn log_to(mut self, path: impl Into<PathBuf>) -> Spawn {
+        self.log = Some(path.into());
+        self
+    }
+
     /// Extra `rxud` arguments (`--port`, `--mtu`, ...).
     pub fn args(mut self, args: &[&str]) -> Spawn {
         self.args.extend(args.iter().map(|a| a.to_string()));
@@ -64,9 +74,23 @@ impl Spawn {
     pub fn start(self) -> Daemon {
         let own_dir = self.dir.is_some();
         let dir = self.dir.unwrap_or_else(|| runtime::runtime_dir().clone());
-        let log = dir.join(format!("{}.test.log", self.name));
-        let out = std::fs::File::create(&log)
-            .unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
+        let own_log = self.log.is_none();
+        let (log, out) = match self.log {
+            Some(p) => {
+                let f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .open(&p)
+                    .unwrap_or_else(|e| panic!("opening {}: {e}", p.display()));
+                (p, f)
+            }
+            None => {
+                let p = dir.join(format!("{}.test.log", self.name));
+                let f = std::fs::File::create(&p)
+                    .unwrap_or_else(|e| panic!("creating {}: {e}", p.display()));
+                (p, f)
+            }
+        };
         let child = Command::new(bins::rxud())
             .args(["--name", &self.name, "--addr", &self.addr.to_string()])
             .args(&self.args)
@@ -84,6 +108,7 @@ impl Spawn {
             own_dir,
             child,
             log,
+            own_log,
         };
         d.wait_ready();
         d
@@ -105,6 +130,7 @@ impl Daemon {
             args: Vec::new(),
             envs: Vec::new(),
             dir: None,
+            log: None,
         }
     }
 
@@ -145,9 +171,15 @@ impl Daemon {
         self.child.id()
     }
 
-    /// Everything it printed so far.
+    /// What it printed so far (the first 4 MiB: the log may be a device
+    /// such as /dev/full that reads without end).
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        use std::io::Read;
+        let mut text = Vec::new();
+        if let Ok(f) = std::fs::File::open(&self.log) {
+            let _ = f.take(4 << 20).read_to_end(&mut text);
+        }
+        String::from_utf8_lossy(&text).into_owned()
     }
 
     /// A verbs context on it, through the client library.
@@ -263,7 +295,7 @@ impl Drop for Daemon {
         if !std::thread::panicking() {
             if self.own_dir {
                 let _ = std::fs::remove_dir_all(&self.dir);
-            } else {
+            } else if self.own_log {
                 let _ = std::fs::remove_file(&self.log);
             }
         }

@@ -6,6 +6,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -32,11 +33,17 @@ pub fn find_daemon() -> Option<PathBuf> {
 
 /// Starts `daemon args...` detached, its output appended to `log`.
 pub fn start(daemon: &Path, args: &[String], log: &Path) -> io::Result<Child> {
+    // Readable by its owner only: the log names every client's pid, QPNs
+    // and peers. Never through a symlink planted in the runtime dir.
     let out = OpenOptions::new()
         .create(true)
         .write(true)
         .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(log)?;
+    // An existing log keeps its mode on open: narrow it too.
+    out.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     let err = out.try_clone()?;
     let mut cmd = Command::new(daemon);
     cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);

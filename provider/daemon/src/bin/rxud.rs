@@ -1,6 +1,7 @@
 //! `rxud`: the rxu soft NIC daemon (one per device). Normally started by
 //! `rxu up`, which redirects its stderr to `<runtime dir>/<name>.log`.
 
+use std::io::Write;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -88,7 +89,9 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             daemon::log::write(daemon::log::Level::Error, format_args!("{e}"));
-            eprintln!("rxud: error: {e}");
+            // Not eprintln!: a full or closed stderr must not turn the exit
+            // into a panic.
+            let _ = writeln!(std::io::stderr(), "rxud: error: {e}");
             ExitCode::FAILURE
         }
     }

@@ -134,6 +134,12 @@ pub(super) fn stats(
             "combined_write_errors",
             endpoint.memory().combine_counts().1,
         ),
+        // The log's rate limits and rotation (daemon/log.rs).
+        counter(
+            "log_lines_left_out",
+            super::log::suppressed_and_rotations().0,
+        ),
+        counter("log_rotations", super::log::suppressed_and_rotations().1),
     ];
     // rxe's hw_counters, summed over every QP the device had.
     let t = objects.qp_totals(endpoint);
