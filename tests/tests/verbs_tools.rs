@@ -362,3 +362,47 @@ fn srq_resize() {
     r.expect_ok();
     assert!(r.stdout.contains("srq_resize: ok"), "{}", r.report());
 }
+
+/// Controlled Q_Keys (bit 31) are privileged (tests/c/qkey_priv.c): a
+/// process without CAP_NET_RAW (root with it dropped from the bounding
+/// set by setpriv, so exec leaves it out of the effective set) gets EPERM
+/// setting one on a UD QP, at RESET->INIT and INIT->INIT, and keeps its
+/// ordinary Q_Key; with CAP_NET_RAW the same calls succeed, as on Linux
+/// 6.4 and later.
+#[test]
+fn controlled_qkeys_need_cap_net_raw() {
+    let _g = serial();
+    let Some(dev) = Dev::up("rxut21", "127.0.5.21", &[]) else {
+        return;
+    };
+    let Some(exe) = compile_c("qkey_priv", dev.runtime_dir()) else {
+        return;
+    };
+    let exe = exe.to_str().unwrap();
+    let r = dev.run(
+        "setpriv",
+        &[
+            "--bounding-set=-net_raw",
+            "--inh-caps=-net_raw",
+            exe,
+            "rxut21",
+            "refused",
+        ],
+        LIMIT,
+    );
+    r.expect_ok();
+    assert!(
+        r.stdout
+            .contains("qkey_priv: ok (controlled Q_Keys refused"),
+        "{}",
+        r.report()
+    );
+    let r = dev.run(exe, &["rxut21", "accepted"], LIMIT);
+    r.expect_ok();
+    assert!(
+        r.stdout
+            .contains("qkey_priv: ok (controlled Q_Keys accepted"),
+        "{}",
+        r.report()
+    );
+}

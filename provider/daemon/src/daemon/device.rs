@@ -74,6 +74,11 @@ impl Device {
     pub fn connect(&mut self, pid: u32) -> u32 {
         let id = self.objects.connect(pid);
         self.counters.clients_accepted += 1;
+        // Read now, while the peer is surely the process that connected.
+        let net_raw = super::sys::has_net_raw(pid);
+        if let Ok(s) = self.objects.session_mut(id) {
+            s.net_raw = net_raw;
+        }
         debug!("client {id} (pid {pid}) connected");
         id
     }

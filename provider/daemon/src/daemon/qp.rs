@@ -192,6 +192,11 @@ pub(super) fn modify(
         return invalid(format!("no QP {qpn:#x}"));
     };
     let qp_type = qp.qp_type;
+    let net_raw = objects.session(id).is_some_and(|s| s.net_raw);
+    verbs::check_qkey_privilege(m, a, net_raw).map_err(|e| Refused {
+        errno: e.errno,
+        msg: e.msg,
+    })?;
     let cur = endpoint.qp(qpn).map_or(0, |q| q.state() as u8);
     let ta = verbs::check_modify_qp(qp_type, cur, m, a).map_err(|e| Refused {
         errno: e.errno,

@@ -141,6 +141,9 @@ pub struct Session {
     /// served as a verbs client on an `--all-users` device, never obeyed
     /// as an admin (SO_PEERCRED's uid).
     pub other_user: bool,
+    /// The client process had CAP_NET_RAW in the daemon's user namespace
+    /// when it connected: it may set controlled Q_Keys (verbs rules).
+    pub net_raw: bool,
     /// Hello accepted.
     pub ready: bool,
     /// Opened with CmHello: an rdma_cm client (the ucma emulator).
@@ -174,6 +177,7 @@ impl Session {
             pid,
             admin: false,
             other_user: false,
+            net_raw: false,
             ready: false,
             cm_only: false,
             async_sock: None,

@@ -271,6 +271,34 @@ pub fn peer_cred(sock: BorrowedFd<'_>) -> io::Result<PeerCred> {
     })
 }
 
+/// Whether process `pid` holds CAP_NET_RAW in its effective set, in this
+/// process's user namespace (a capability of a nested user namespace is
+/// no privilege here, as the kernel's `capable()` checks the initial
+/// namespace). False when anything cannot be read.
+pub fn has_net_raw(pid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    const CAP_NET_RAW: u32 = 13;
+    let ns = |p: &str| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).ok();
+    let same_ns = match (
+        ns(&format!("/proc/{pid}/ns/user")),
+        ns("/proc/self/ns/user"),
+    ) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    };
+    if !same_ns {
+        return false;
+    }
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << CAP_NET_RAW) != 0)
+}
+
 /// Whether `fd` is a socket (the async-event and channel fds must be).
 pub fn is_socket(fd: BorrowedFd<'_>) -> bool {
     // SAFETY: stat is plain data; fstat fills it.

@@ -63,6 +63,28 @@ pub fn check_modify_qp(
     modify::check(qp_type, cur, mask, attr)
 }
 
+/// The Q_Keys with bit 31 set are controlled (IBA 10.2.4): they belong to
+/// QP1 and other privileged users, and a UD QP holding one could forge CM
+/// MADs to this device's QP1 and to remote ones. Since Linux 6.4
+/// (`RDMA/uverbs: Restrict usage of privileged QKEYs`) uverbs refuses to set
+/// one with EPERM unless the caller has CAP_NET_RAW; `net_raw` is whether
+/// the client has it.
+pub fn check_qkey_privilege(mask: u32, attr: &QpAttr, net_raw: bool) -> Result<(), VerbsError> {
+    if mask & mask::QKEY != 0 && attr.qkey & CONTROLLED_QKEY != 0 && !net_raw {
+        return Err(VerbsError {
+            errno: libc::EPERM,
+            msg: format!(
+                "Q_Key {:#x} is a controlled Q_Key (bit 31): setting it needs CAP_NET_RAW",
+                attr.qkey
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Bit 31 of a Q_Key: a controlled Q_Key.
+pub const CONTROLLED_QKEY: u32 = 0x8000_0000;
+
 /// The device attributes rxu reports.
 pub fn device_attr(facts: &DeviceFacts) -> DeviceAttr {
     attrs::device_attr(facts)
