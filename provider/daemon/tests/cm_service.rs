@@ -38,6 +38,13 @@ struct CmClient {
 
 impl CmClient {
     fn new(d: &Daemon) -> CmClient {
+        Self::with_sndbuf(d, None)
+    }
+
+    /// Like `new`, with the daemon's end of the event channel given a
+    /// send buffer of `sndbuf` bytes (a reader that falls behind fills it
+    /// after a few records).
+    fn with_sndbuf(d: &Daemon, sndbuf: Option<libc::c_int>) -> CmClient {
         let sock = connect(&d.socket());
         let hello = Request::CmHello {
             version: proto::PROTO_VERSION,
@@ -45,6 +52,19 @@ impl CmClient {
         };
         assert!(matches!(call(&sock, &hello, &[]), Response::Hello { .. }));
         let (events, theirs) = seqpacket_pair();
+        if let Some(n) = sndbuf {
+            // SAFETY: setsockopt reads one c_int from a valid pointer.
+            let r = unsafe {
+                libc::setsockopt(
+                    std::os::fd::AsRawFd::as_raw_fd(&theirs),
+                    libc::SOL_SOCKET,
+                    libc::SO_SNDBUF,
+                    (&n as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            assert_eq!(r, 0, "SO_SNDBUF");
+        }
         let attach = Request::Cm(CmRequest::AttachChannel {
             channel: 7,
             tag: 42,
@@ -570,4 +590,53 @@ fn a_thousand_connections_leave_nothing_behind() {
         ra2 < ra + 2048 && rb2 < rb + 2048,
         "daemon memory grew: {ra} -> {ra2} KiB, {rb} -> {rb2} KiB"
     );
+}
+
+/// A listener whose process reads its event channel late (the channel's
+/// socket full after a few records) still gets every CONNECT_REQUEST, in
+/// order, once it reads: the daemon queues what the socket cannot take,
+/// as the kernel's ucma queues events, instead of dropping them (which
+/// left the dropped requests in REQ_RCVD forever and their peers hanging).
+#[test]
+fn a_slow_event_reader_loses_no_connect_request() {
+    const N: u32 = 24;
+    let a = start("cm10", "127.0.79.10", 24905);
+    let b = start("cm11", "127.0.79.11", 24905);
+    let server = CmClient::with_sndbuf(&b, Some(4096));
+    let (lid, laddr) = server.bind("127.0.79.11:7180");
+    server.ok(CmRequest::Listen {
+        id: lid,
+        backlog: N as i32,
+    });
+    let client = CmClient::new(&a);
+    let mut qpns = Vec::new();
+    for i in 0..N {
+        let (cid, _) = client.bind("127.0.79.10:0");
+        client.ok(CmRequest::Resolve {
+            id: cid,
+            dst: laddr,
+        });
+        client.ok(CmRequest::Connect {
+            id: cid,
+            param: ConnParam {
+                qp_num: 0x200 + i,
+                ..ConnParam::default()
+            },
+            ece: Ece::default(),
+        });
+        qpns.push(0x200 + i);
+    }
+    // Every REQ has reached the server's daemon before it reads anything.
+    let end = Instant::now() + SEC;
+    while counter(&b, "cm_req_received") < u64::from(N) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(counter(&b, "cm_req_received") >= u64::from(N));
+    let mut got = Vec::new();
+    while let Some(ev) = server.try_event(Duration::from_millis(500)) {
+        assert_eq!((ev.event, ev.id), (event::CONNECT_REQUEST, lid));
+        got.push(ev.param.qp_num);
+    }
+    assert_eq!(got, qpns, "CONNECT_REQUESTs lost or out of order");
+    assert_eq!(counter(&b, "cm_events_dropped"), 0);
 }

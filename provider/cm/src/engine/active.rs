@@ -9,7 +9,7 @@ use rxu_abi::proto::QpType;
 use super::conn::{Conn, ConnState};
 use super::ids::IdState;
 use super::mads::{self, RejParts};
-use super::timing::{ack_timeout, conv, MRA_SERVICE_TIMEOUT, ROUTE_RATE};
+use super::timing::{ack_timeout, conv, peer_time, MRA_SERVICE_TIMEOUT, ROUTE_RATE};
 use super::{Cm, CmError, MadRx};
 use crate::wire::{msg_ref, rej_reason, CmMad, CmMsg, Mra, Rep, Req, ReqPath, REQ_PRIVATE};
 use crate::wire::{service_id, CmaHeader, CMA_HDR_LEN};
@@ -204,7 +204,10 @@ impl Cm {
         c.responder_resources = rep.initiator_depth;
         c.initiator_depth = rep.responder_resources;
         c.rnr_retry_count = rep.rnr_retry_count;
-        c.av_timeout = ack_timeout(rep.target_ack_delay, c.av_timeout.saturating_sub(1));
+        c.av_timeout = ack_timeout(
+            peer_time(rep.target_ack_delay),
+            c.av_timeout.saturating_sub(1),
+        );
         let id = c.id;
         self.insert_remote(comm);
         self.conn_event(
@@ -248,7 +251,7 @@ impl Cm {
             return;
         }
         c.mra_rcvd = true;
-        let at = now + conv(mra.service_timeout) + conv(c.av_timeout);
+        let at = now + conv(peer_time(mra.service_timeout)) + conv(c.av_timeout);
         self.arm(comm, at);
     }
 }

@@ -13,7 +13,7 @@ use super::listen::ip_service;
 use super::listen::Miss;
 use super::mads::{self, padded, RejParts};
 use super::route::{gid, Path};
-use super::timing::{conv, MRA_SERVICE_TIMEOUT};
+use super::timing::{conv, peer_time, MRA_SERVICE_TIMEOUT};
 use super::{Cm, CmError, MadRx};
 use crate::wire::{msg_ref, rej_reason, CmMad, CmMsg, Rep, Req, Rtu, REP_PRIVATE};
 use crate::wire::{port_of, CmaHeader, CMA_HDR_LEN};
@@ -82,7 +82,7 @@ impl Cm {
         let local = SocketAddr::new(hdr.dst, port_of(req.service_id));
         let remote = SocketAddr::new(hdr.src, hdr.src_port);
         let mtu = req.path_mtu.min(self.cfg.mtu).max(1);
-        let lat = req.primary.local_ack_timeout;
+        let lat = peer_time(req.primary.local_ack_timeout);
         let mut c = Conn::new(ConnState::ReqRcvd, qp_type, hdr.dst, rx.src);
         c.parent = Some(listener);
         c.tid = mad.tid;
@@ -96,7 +96,7 @@ impl Cm {
         c.initiator_depth = req.responder_resources;
         c.retry_count = req.retry_count;
         c.rnr_retry_count = req.rnr_retry_count;
-        c.timeout = conv(req.local_cm_response_timeout);
+        c.timeout = conv(peer_time(req.local_cm_response_timeout));
         c.max_cm_retries = req.max_cm_retries;
         let path = Path {
             sgid: gid(hdr.dst),

@@ -11,6 +11,19 @@ pub(crate) const ROUTE_HOP_LIMIT: u8 = 64;
 /// IB rate enum reported for the path (10 Gb/s).
 pub(crate) const ROUTE_RATE: u8 = 3;
 
+/// The largest IBA time exponent taken from a peer's MAD (REQ response
+/// timeout and ack timeout, REP ack delay, MRA service timeout): 24, about
+/// 69 s, the largest the kernel itself sends (`CMA_CM_MRA_SETTING`). Up
+/// to 31 (2.4 hours) is legal on the wire, and the peer would then pin
+/// our connection (and, through the ack timeout, our QP) for hours per
+/// retry; our own settings are not capped.
+pub(crate) const REMOTE_TIME_CAP: u8 = 24;
+
+/// A time exponent a peer chose, capped at [`REMOTE_TIME_CAP`].
+pub(crate) fn peer_time(t: u8) -> u8 {
+    t.min(REMOTE_TIME_CAP)
+}
+
 /// `cm_convert_to_ms`: 2^(t-8) ms, at least 1 ms.
 pub(crate) fn conv_ms(t: u8) -> u64 {
     1u64 << (t.min(31) as u32).saturating_sub(8)

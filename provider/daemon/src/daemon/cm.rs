@@ -8,7 +8,7 @@
 //! (session, channel), so a migrated id just changes owner and a session
 //! that closes takes all of its ids with it (peers get DREQ / REJ).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
@@ -40,10 +40,38 @@ fn session_of(o: Owner) -> u32 {
     (o >> 32) as u32
 }
 
+/// Events a channel keeps while its reader is behind (the kernel's ucma
+/// queues them in the file's list). Past this a CONNECT_REQUEST is
+/// turned down with a REJ, as a listener whose backlog is full, and other
+/// events are counted as dropped: memory stays bounded for a client that
+/// never reads.
+pub const MAX_PENDING_EVENTS: usize = 1024;
+
 /// An attached event channel.
 struct Channel {
     sock: OwnedFd,
     tag: u32,
+    /// Encoded records the socket had no room for, oldest first.
+    pending: VecDeque<Vec<u8>>,
+}
+
+impl Channel {
+    fn new(sock: OwnedFd, tag: u32) -> Channel {
+        Channel {
+            sock,
+            tag,
+            pending: VecDeque::new(),
+        }
+    }
+}
+
+/// What became of an event handed to a channel.
+#[derive(Debug, PartialEq, Eq)]
+enum Delivery {
+    Sent,
+    Queued,
+    /// No channel, the reader is gone, or the queue is full.
+    Dropped,
 }
 
 /// The CM of one device and the channels its events go to.
@@ -52,6 +80,8 @@ pub struct CmService {
     channels: HashMap<Owner, Channel>,
     /// rdma_join_multicast of the ids, in order.
     joins: Vec<Join>,
+    /// Channels with queued events (flushed every pump).
+    backed_up: BTreeSet<Owner>,
     /// Events written / not written (channel gone or full).
     pub events_sent: u64,
     pub events_dropped: u64,
@@ -73,6 +103,7 @@ impl CmService {
             cm: Cm::new(cfg),
             channels: HashMap::new(),
             joins: Vec::new(),
+            backed_up: BTreeSet::new(),
             events_sent: 0,
             events_dropped: 0,
         }
@@ -135,13 +166,14 @@ impl CmService {
                     return refuse(libc::EINVAL, "the channel fd is not a socket");
                 }
                 self.channels
-                    .insert(owner(session, channel), Channel { sock, tag });
+                    .insert(owner(session, channel), Channel::new(sock, tag));
                 ok(CmResponse::Ok)
             }
             CmRequest::DetachChannel { channel } => {
                 let o = owner(session, channel);
                 cm.destroy_owned(now, |x| x == o);
                 self.channels.remove(&o);
+                self.backed_up.remove(&o);
                 self.forget_joins();
                 ok(CmResponse::Ok)
             }
@@ -249,6 +281,7 @@ impl CmService {
     pub fn session_closed(&mut self, now: Instant, session: u32) {
         self.cm.destroy_owned(now, |o| session_of(o) == session);
         self.channels.retain(|o, _| session_of(*o) != session);
+        self.backed_up.retain(|o| session_of(*o) != session);
         self.forget_joins();
     }
 
@@ -395,13 +428,58 @@ impl CmService {
             self.cm.handle_timeout(now);
             work += 1;
         }
+        work += self.flush_pending();
         work + self.flush(endpoint)
+    }
+
+    /// Whether a channel holds events its reader has not taken yet (the
+    /// loop must come back for them: no wake-up says a socket has room).
+    pub fn has_pending(&self) -> bool {
+        !self.backed_up.is_empty()
+    }
+
+    /// Writes what the backed-up channels queued, in order, as far as
+    /// their sockets take it; returns how many records went.
+    fn flush_pending(&mut self) -> usize {
+        let mut sent = 0;
+        let owners: Vec<Owner> = self.backed_up.iter().copied().collect();
+        for o in owners {
+            let Some(ch) = self.channels.get_mut(&o) else {
+                self.backed_up.remove(&o);
+                continue;
+            };
+            while let Some(buf) = ch.pending.front() {
+                match sys::try_send_record(ch.sock.as_fd(), buf) {
+                    Ok(true) => {
+                        ch.pending.pop_front();
+                        sent += 1;
+                    }
+                    Ok(false) => break,
+                    Err(_) => {
+                        // The reader is gone: nothing will take them.
+                        self.events_dropped += ch.pending.len() as u64;
+                        ch.pending.clear();
+                    }
+                }
+            }
+            if ch.pending.is_empty() {
+                self.backed_up.remove(&o);
+            }
+        }
+        self.events_sent += sent as u64;
+        sent
     }
 
     /// Moves what the engine produced (after a request, or a pump) to the
     /// endpoint and the channels.
     pub fn flush<M: Memory>(&mut self, endpoint: &mut Endpoint<M>) -> usize {
         let mut work = 0;
+        // Events first: a CONNECT_REQUEST no channel takes is turned down,
+        // and the REJ that makes goes out below.
+        while let Some((o, rec)) = self.cm.poll_event() {
+            self.write_event(o, rec);
+            work += 1;
+        }
         while let Some(tx) = self.cm.poll_transmit() {
             endpoint.send_gsi(GsiSend {
                 src: tx.src,
@@ -411,10 +489,6 @@ impl CmService {
             });
             work += 1;
         }
-        while let Some((o, rec)) = self.cm.poll_event() {
-            self.write_event(o, rec);
-            work += 1;
-        }
         work
     }
 
@@ -422,25 +496,51 @@ impl CmService {
         self.cm.poll_timeout()
     }
 
-    fn write_event(&mut self, o: Owner, mut rec: CmEventRecord) {
-        let Some(ch) = self.channels.get(&o) else {
-            self.events_dropped += 1;
+    fn write_event(&mut self, o: Owner, rec: CmEventRecord) {
+        let (kind, new_id) = (rec.event, rec.new_id);
+        match self.deliver(o, rec) {
+            Delivery::Sent => self.events_sent += 1,
+            Delivery::Queued => {}
+            Delivery::Dropped => {
+                self.events_dropped += 1;
+                if kind == event::CONNECT_REQUEST {
+                    // Nobody will accept or reject it: turn it down now
+                    // (a REJ to the peer) rather than leave it in ReqRcvd.
+                    debug!("rdma_cm: CONNECT_REQUEST for id {new_id} not deliverable; rejected");
+                    let _ = self.cm.destroy(Instant::now(), new_id);
+                }
+            }
+        }
+    }
+
+    /// Hands `rec` to `o`'s channel: written now, or queued behind what
+    /// the channel already holds, or dropped.
+    fn deliver(&mut self, o: Owner, mut rec: CmEventRecord) -> Delivery {
+        let Some(ch) = self.channels.get_mut(&o) else {
             debug!("rdma_cm event {} for a closed channel dropped", rec.event);
-            return;
+            return Delivery::Dropped;
         };
         rec.tag = ch.tag;
-        let sent = match encode(&rec) {
-            Ok(buf) => sys::send_record(ch.sock.as_fd(), &buf),
+        let buf = match encode(&rec) {
+            Ok(buf) => buf,
             Err(e) => {
                 warning!("rdma_cm event not encodable: {e}");
-                false
+                return Delivery::Dropped;
             }
         };
-        if sent {
-            self.events_sent += 1;
-        } else {
-            self.events_dropped += 1;
+        if ch.pending.is_empty() {
+            match sys::try_send_record(ch.sock.as_fd(), &buf) {
+                Ok(true) => return Delivery::Sent,
+                Ok(false) => {}
+                Err(_) => return Delivery::Dropped,
+            }
         }
+        if ch.pending.len() >= MAX_PENDING_EVENTS {
+            return Delivery::Dropped;
+        }
+        ch.pending.push_back(buf);
+        self.backed_up.insert(o);
+        Delivery::Queued
     }
 }
 

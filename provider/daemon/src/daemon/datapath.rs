@@ -655,9 +655,11 @@ impl Device {
     /// Some CQ has a backlog that only the client's polling can drain:
     /// the loop must look again soon even without any wake-up.
     pub fn has_backlog(&self) -> bool {
-        self.objects
-            .sessions()
-            .any(|s| s.cqs.values().any(|c| !c.backlog.is_empty()))
+        self.cm.has_pending()
+            || self
+                .objects
+                .sessions()
+                .any(|s| s.cqs.values().any(|c| !c.backlog.is_empty()))
     }
 }
 

@@ -376,6 +376,29 @@ pub fn send_record(sock: BorrowedFd<'_>, rec: &[u8]) -> bool {
     n == rec.len() as isize
 }
 
+/// Sends one record without blocking and without SIGPIPE: `Ok(true)`
+/// when it went, `Ok(false)` when the socket has no room now, an error
+/// when it never will (the reader is gone).
+pub fn try_send_record(sock: BorrowedFd<'_>, rec: &[u8]) -> io::Result<bool> {
+    // SAFETY: rec is a valid buffer of rec.len() bytes for the call.
+    let n = unsafe {
+        libc::send(
+            sock.as_raw_fd(),
+            rec.as_ptr().cast(),
+            rec.len(),
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        )
+    };
+    if n >= 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::ENOBUFS) => Ok(false),
+        _ => Err(e),
+    }
+}
+
 /// Shuts down the sending side of a socket (its reader sees EOF after
 /// what was sent); errors are moot.
 pub fn shutdown_write(sock: BorrowedFd<'_>) {

@@ -138,3 +138,52 @@ fn a_reply_in_the_wrong_state_is_stale() {
     assert!(p.a.conn_of(a).is_some());
     let _ = event::ESTABLISHED;
 }
+
+/// A peer that asks for the longest legal CM response timeout and ack
+/// timeout (31: 2.4 hours each) and then never sends its RTU cannot pin
+/// the passive side's connection for hours per retry: the times a peer
+/// chooses are capped at 2^24 * 4.096 us (about 69 s), so every REP
+/// retry and the final give-up come within minutes, and the QP's ack
+/// timeout handed to the application is capped too.
+#[test]
+fn remote_chosen_cm_times_are_capped() {
+    let slow = CmTiming {
+        cm_response_timeout: 31,
+        max_cm_retries: 15,
+        packet_life_time: 30,
+        local_ack_delay: 30,
+    };
+    // A (the peer) asks for 31 everywhere; B keeps the kernel's times.
+    let mut p = Pair::with_timing(CmTiming::default());
+    p.a = Cm::new(config(A_IP, A_GUID, 1, slow));
+    let (_, a) = listen_and_resolve(&mut p, port_space::TCP, QpType::Rc);
+    p.a.connect(p.now, a, &param(0x11, b"hi"), Ece::default())
+        .unwrap();
+    p.pump();
+    let ev = p.events_b();
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    let nb = ev[0].1.new_id;
+    p.b.accept(p.now, nb, Some(&param(0x22, b"ok")), Ece::default())
+        .unwrap();
+    // The QP attributes B's application gets carry the capped ack timeout.
+    let (_, attr) = p.b.init_qp_attr(nb, 3).unwrap();
+    assert!(
+        attr.timeout <= 24,
+        "ack timeout {} from the peer",
+        attr.timeout
+    );
+    // A never answers the REP.
+    let start = p.now;
+    let first = p.b.poll_timeout().expect("a REP timer");
+    assert!(
+        first - start <= Duration::from_secs(70),
+        "REP retry after {:?}",
+        first - start
+    );
+    p.run_out_with(|from_a, _| if from_a { Fate::Drop } else { Fate::Deliver });
+    assert!(
+        p.now - start <= Duration::from_secs(16 * 70),
+        "the connection was pinned for {:?}",
+        p.now - start
+    );
+}
