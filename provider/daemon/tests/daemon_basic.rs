@@ -701,3 +701,22 @@ fn idle_daemon_with_connected_qps_sleeps() {
     // 100 ticks a second: a spinning daemon would show ~50.
     assert!(used <= 5, "idle daemon used {used} ticks in 0.5 s");
 }
+
+/// A restarted daemon does not hand out the QP numbers of its previous
+/// incarnation in the same order (they started at 0x11 every time): a
+/// peer still sending to a QP of the dead daemon must not reach whatever
+/// QP got that number next.
+#[test]
+fn a_restarted_daemon_numbers_its_qps_afresh() {
+    let first_qpn = || {
+        let d = Daemon::start("rxuqpn", std::net::Ipv4Addr::new(127, 0, 31, 9));
+        let ctx = d.open();
+        let p = rxu_testkit::verbs::Pair::new(&ctx, QpType::Rc);
+        p.a.qpn()
+    };
+    let seen: Vec<u32> = (0..3).map(|_| first_qpn()).collect();
+    assert!(
+        seen.windows(2).any(|w| w[0] != w[1]),
+        "three incarnations numbered their first QP alike: {seen:x?}"
+    );
+}

@@ -192,6 +192,7 @@ pub fn engine_config(cfg: &Config, netdev: &str) -> EngineConfig {
         EngineConfig::new(cfg.addr)
     };
     e.port = cfg.port;
+    e.first_qpn = random_first_qpn();
     e.loopback = !cfg.force_udp;
     // Peers listen on the same port (4791, or the test port).
     e.peer_port = cfg.port;
@@ -202,6 +203,29 @@ pub fn engine_config(cfg: &Config, netdev: &str) -> EngineConfig {
     // 32 MiB (64 MiB as the kernel counts it) peaked at ~37 MB in use.
     e.socket_buffer = 32 << 20;
     e
+}
+
+/// Where this incarnation's QP numbers start: random, as initial PSNs are,
+/// so that a peer still talking to a QP of a daemon that died (or was
+/// restarted) does not reach the QP that happens to get its number next.
+/// Within [0x100, 0xF0_0000): far from the reserved low numbers and from
+/// the end of the 24-bit space. A fixed start if no randomness can be had.
+pub fn random_first_qpn() -> u32 {
+    const LOW: u32 = 0x100;
+    const SPAN: u32 = 0xF0_0000 - LOW;
+    let mut b = [0u8; 4];
+    // SAFETY: getrandom writes at most b.len() bytes into b.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), libc::GRND_NONBLOCK) };
+    let r = if n == b.len() as isize {
+        u32::from_ne_bytes(b)
+    } else {
+        // No entropy yet (early boot): time and pid still differ per start.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        t ^ std::process::id().rotate_left(16)
+    };
+    LOW + r % SPAN
 }
 
 /// Whether the kernel's Soft-RoCE module is loaded (it binds UDP 4791).
@@ -324,6 +348,16 @@ impl Drop for RuntimeFiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn first_qpns_are_random_and_in_range() {
+        let v: Vec<u32> = (0..16).map(|_| random_first_qpn()).collect();
+        assert!(v.iter().all(|q| (0x100..0xF0_0000).contains(q)), "{v:x?}");
+        let mut u = v.clone();
+        u.sort_unstable();
+        u.dedup();
+        assert!(u.len() > 8, "16 starts, {} distinct: {v:x?}", u.len());
+    }
 
     #[test]
     fn names() {
