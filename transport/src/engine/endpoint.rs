@@ -967,6 +967,69 @@ mod tests {
         assert_eq!(b.counters().icrc_errors + b.counters().unknown_qp, 0);
     }
 
+    /// A QP streaming with the longest legal ACK timeout (31: 2.4 hours)
+    /// moves its deadline with every ACK, and each move pushes a heap
+    /// entry that will not come due for hours; the heap must still stay
+    /// within its bound (stale entries are swept when they outnumber the
+    /// QPs' live ones), not grow with the traffic.
+    #[test]
+    fn the_timer_heap_stays_bounded_under_a_long_ack_timeout() {
+        let (mut a, qa, mut b, _qb) = rc_pair();
+        let mut none = VecDeque::new();
+        let long = QpAttr {
+            timeout: Some(31),
+            ..QpAttr::default()
+        };
+        a.modify_qp(qa, &long, &mut none).unwrap();
+        let mut now = Instant::now();
+        let (mut ca, mut cb) = (VecDeque::new(), VecDeque::new());
+        let la = a.memory_mut().register(1, VA, vec![0x5a; 64], 0);
+        let lb = b.memory_mut().register(
+            1,
+            VA,
+            vec![0; 64],
+            access::LOCAL_WRITE | access::REMOTE_WRITE,
+        );
+        let bound = 1024 + 8 + 1;
+        let mut most = 0;
+        for i in 0..20_000u64 {
+            let w = SendWqe {
+                wr_id: i,
+                op: SendOp::Write {
+                    remote_addr: VA,
+                    rkey: lb,
+                },
+                flags: 0,
+                payload: Payload::Sges(vec![Sge {
+                    addr: VA,
+                    length: 8,
+                    lkey: la,
+                }]),
+                ud: None,
+                xrc_srqn: None,
+            };
+            a.post_send(qa, w, &mut ca).unwrap();
+            // One turn of a driver: timers, then both directions.
+            a.handle_timeout(now, &mut ca);
+            let (mut wa, mut wb) = (wire(A), wire(B));
+            a.poll_transmit(now, &mut wa, &mut ca);
+            for (_, p) in &wa.out {
+                b.handle_datagram(now, &meta(A, B), p, &mut cb);
+            }
+            b.poll_transmit(now, &mut wb, &mut cb);
+            for (_, p) in &wb.out {
+                a.handle_datagram(now, &meta(B, A), p, &mut ca);
+            }
+            most = most.max(a.timers.len());
+            now += std::time::Duration::from_micros(10);
+        }
+        assert_eq!(a.counters().timer_fires, 0, "nothing came due");
+        assert!(
+            most <= bound,
+            "{most} timer entries for one QP after 20000 messages"
+        );
+    }
+
     #[test]
     fn taking_the_last_receive_is_reported_once_so_the_driver_can_refill_in_time() {
         let (mut a, qa, mut b, qb) = rc_pair();
