@@ -2,6 +2,7 @@
 //! tests).
 
 pub mod cm_mad;
+pub mod control;
 pub mod slots;
 pub mod ucma;
 pub mod uverbs;

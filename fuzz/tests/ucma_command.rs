@@ -71,7 +71,9 @@ fn arbitrary_commands_give_errnos_not_panics() {
             2 => {
                 let mut d = command(&mut r);
                 d.truncate(r.below(d.len() as u64 + 1) as usize);
-                d[..].first_mut().map(|b| *b = r.next() as u8);
+                if let Some(b) = d.first_mut() {
+                    *b = r.next() as u8;
+                }
                 d
             }
             _ => (0..r.below(400)).map(|_| r.next() as u8).collect(),

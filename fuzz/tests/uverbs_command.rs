@@ -33,7 +33,11 @@ fn write(r: &mut Rng) -> Vec<u8> {
     };
     let extra = 4 * r.below(3) as usize;
     let len = abi::CMD_HDR_LEN + abi::CREATE_COMP_CHANNEL_LEN + extra;
-    let in_words = if r.below(4) == 0 { r.below(8) } else { len as u64 / 4 } as u16;
+    let in_words = if r.below(4) == 0 {
+        r.below(8)
+    } else {
+        len as u64 / 4
+    } as u16;
     let out_words = r.below(3) as u16;
     let mut v = vec![0u8];
     v.extend_from_slice(&cmd.to_ne_bytes());
@@ -51,9 +55,17 @@ fn ioctl(r: &mut Rng) -> Vec<u8> {
     let len = abi::IOCTL_HDR_LEN + n * abi::IOCTL_ATTR_LEN;
     let mut v = vec![0u8; 1 + len];
     let b = &mut v[1..];
-    let length = if r.below(5) == 0 { r.next() as u16 } else { len as u16 };
+    let length = if r.below(5) == 0 {
+        r.next() as u16
+    } else {
+        len as u16
+    };
     b[0..2].copy_from_slice(&length.to_ne_bytes());
-    let object = if r.below(4) == 0 { r.below(0x20) as u16 } else { abi::OBJECT_ASYNC_EVENT };
+    let object = if r.below(4) == 0 {
+        r.below(0x20) as u16
+    } else {
+        abi::OBJECT_ASYNC_EVENT
+    };
     b[2..4].copy_from_slice(&object.to_ne_bytes());
     b[4..6].copy_from_slice(&(r.below(2) as u16).to_ne_bytes());
     b[6..8].copy_from_slice(&(n as u16).to_ne_bytes());
@@ -79,9 +91,13 @@ fn arbitrary_commands_give_errnos_not_panics() {
     let mut r = Rng(0x5eed_0a7e_0000_0011);
     let mut total = Outcome::default();
     for i in 0..cases() {
-        let mut d = if i % 2 == 0 { write(&mut r) } else { ioctl(&mut r) };
+        let mut d = if i % 2 == 0 {
+            write(&mut r)
+        } else {
+            ioctl(&mut r)
+        };
         match i % 8 {
-            0 | 1 | 2 | 3 => {}
+            0..=3 => {}
             4 | 5 => {
                 for _ in 0..1 + r.below(4) {
                     let at = r.below(d.len() as u64) as usize;

@@ -260,6 +260,11 @@ impl<M: Memory> Endpoint<M> {
     }
 
     /// The QP (for its state and counters).
+    /// How many QPs and SRQs the endpoint holds (table audits).
+    pub fn object_counts(&self) -> (usize, usize) {
+        (self.qps.len(), self.srqs.len())
+    }
+
     pub fn qp(&self, qpn: u32) -> Option<&Qp> {
         self.qps.get(&qpn).map(|s| &s.qp)
     }

@@ -22,6 +22,22 @@ use super::session::event;
 use super::share;
 use rxu_cm::engine::CmTiming;
 
+/// Object counts across the device's tables (`Device::audit`): with no
+/// session left, every one is 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Audit {
+    pub sessions: usize,
+    pub session_qps: usize,
+    pub session_cqs: usize,
+    pub session_srqs: usize,
+    pub session_mrs: usize,
+    pub session_pds: usize,
+    pub endpoint_qps: usize,
+    pub endpoint_srqs: usize,
+    pub memory_clients: usize,
+    pub memory_regions: usize,
+}
+
 /// The parts are the daemon module's to borrow apart (a request handler
 /// takes only those it needs); each part keeps its own fields private.
 pub struct Device {
@@ -81,6 +97,30 @@ impl Device {
         }
         debug!("client {id} (pid {pid}) connected");
         id
+    }
+
+    /// Lets clients pass this process's own memory: for in-process
+    /// clients (tests, the control-sequence fuzz target) only.
+    pub fn set_allow_own_mem(&mut self, on: bool) {
+        self.objects.set_allow_own_mem(on);
+    }
+
+    /// What the device's tables hold now, for consistency checks.
+    pub fn audit(&self) -> Audit {
+        let (endpoint_qps, endpoint_srqs) = self.endpoint.object_counts();
+        let m = self.endpoint.memory().stats();
+        Audit {
+            sessions: self.objects.len(),
+            session_qps: self.objects.count(|s| s.qps.len()),
+            session_cqs: self.objects.count(|s| s.cqs.len()),
+            session_srqs: self.objects.count(|s| s.srqs.len()),
+            session_mrs: self.objects.count(|s| s.mrs.len()),
+            session_pds: self.objects.count(|s| s.pds.len()),
+            endpoint_qps,
+            endpoint_srqs,
+            memory_clients: self.endpoint.memory().client_count(),
+            memory_regions: m.mrs as usize,
+        }
     }
 
     /// Marks client `id` as another user's (see `Session::other_user`).

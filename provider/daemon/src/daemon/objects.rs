@@ -391,8 +391,8 @@ impl CqSink for DeviceCqs<'_> {
     }
 }
 
-#[cfg(test)]
 impl Objects {
+    /// In-process clients only (tests, fuzzing): see `Device::set_allow_own_mem`.
     pub(super) fn set_allow_own_mem(&mut self, allow: bool) {
         self.allow_own_mem = allow;
     }

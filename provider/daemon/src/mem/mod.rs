@@ -190,6 +190,11 @@ impl DeviceMemory {
     }
 
     /// A client left: forget it and every region it registered.
+    /// How many clients have memory attached (table audits).
+    pub fn client_count(&self) -> usize {
+        self.clients.len()
+    }
+
     pub fn remove_client(&mut self, client: u32) {
         self.combine.flush();
         if self.clients.remove(&client).is_none() {
