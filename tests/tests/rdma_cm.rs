@@ -409,6 +409,33 @@ fn a_killed_server_disconnects_its_peer_and_frees_its_port() {
 }
 
 #[test]
+fn bind_takes_its_port_at_once_in_every_port_space() {
+    let _g = serial();
+    let Some(a) = Dev::up("rxuc1", A, &[]) else {
+        return;
+    };
+    let Some(exe) = compile_c_with("cm_ports", a.runtime_dir(), &["rdmacm"]) else {
+        return;
+    };
+    let exe = exe.to_str().expect("utf-8 path");
+    // tests/c/cm_ports.c: port 0 has its port right after rdma_bind_addr
+    // (what qperf sends its client), and a second bind to it fails with
+    // the kernel's errno, in RDMA_PS_TCP, _UDP and _IB.
+    a.run(exe, &[A], LIMIT).expect_ok();
+    // Two devices in one runtime dir: a wildcard bind holds its one port
+    // on both, and each address conflicts with it.
+    let b = a.up_beside("rxuc2", B);
+    for addr in [A, B] {
+        let r = a.run(exe, &[addr], LIMIT);
+        r.expect_ok();
+        assert!(r.stdout.contains("cm_ports: ok"), "{}", r.report());
+    }
+    drop(b);
+    let s = a.status();
+    assert!(!s.contains("cm "), "ids left behind:\n{s}");
+}
+
+#[test]
 fn rdma_reject_carries_private_data_both_ways() {
     let _g = serial();
     let Some((a, b)) = devices(&[]) else {
