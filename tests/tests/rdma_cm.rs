@@ -436,6 +436,27 @@ fn bind_takes_its_port_at_once_in_every_port_space() {
 }
 
 #[test]
+fn addresses_and_event_params_in_each_state_of_an_id() {
+    let _g = serial();
+    let Some(a) = Dev::up("rxuc1", A, &[]) else {
+        return;
+    };
+    let Some(exe) = compile_c_with("cm_addrs", a.runtime_dir(), &["rdmacm"]) else {
+        return;
+    };
+    // tests/c/cm_addrs.c: rdma_get_{src,dst}_port and rdma_get_{local,
+    // peer}_addr of a listener, a client and the server's new id through
+    // bind, resolve, CONNECT_REQUEST, CONNECT_RESPONSE, ESTABLISHED and
+    // DISCONNECTED, and each connection event's conn param, as the
+    // kernel's rdma_cm and ucma fill them.
+    let r = a.run(exe.to_str().expect("utf-8 path"), &[A], LIMIT);
+    r.expect_ok();
+    assert!(r.stdout.contains("cm_addrs: ok"), "{}", r.report());
+    let s = a.status();
+    assert!(!s.contains("cm "), "ids left behind:\n{s}");
+}
+
+#[test]
 fn rdma_reject_carries_private_data_both_ways() {
     let _g = serial();
     let Some((a, b)) = devices(&[]) else {
