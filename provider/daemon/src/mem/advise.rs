@@ -92,7 +92,7 @@ impl DeviceMemory {
             });
             if !flush {
                 // rxe: a local key of the PD with local write, any kind.
-                if !m.is_some_and(|m| m.info.access & access::LOCAL_WRITE != 0) {
+                if m.is_none_or(|m| m.info.access & access::LOCAL_WRITE == 0) {
                     return Err(AdviseError::Invalid(
                         "lkey of no region of this PD with local write",
                     ));
