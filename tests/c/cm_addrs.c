@@ -21,6 +21,11 @@
  *   qp_num and its resources crossed over likewise;
  * - DISCONNECTED on both sides after rdma_disconnect (the server's on the
  *   DREQ, the client's on the DREP of the server's rdma_disconnect).
+ * UD (RDMA_PS_UDP, SIDR): CONNECT_REQUEST's ud param has the 180 bytes
+ * of private data after the header; ESTABLISHED's the server's qp_num,
+ * RDMA_UDP_QKEY and 136 bytes of SIDR_REP private data. Both events'
+ * ah_attr (GRH to the peer's GID, port 1) go to ibv_create_ah as they are
+ * (the kernel leaves CONNECT_REQUEST's zeroed; rxu fills it, docs/rdma-cm.md).
  *
  * usage: cm_addrs ADDR; exit 0 only when everything was as expected.
  */
@@ -73,6 +78,75 @@ static void addrs_are(struct rdma_cm_id *id, const char *what, const char *ip, u
 	      ntohs(rdma_get_dst_port(id)) == peer_port,
 	      "%s: peer %s:%u (dst port %u), wanted %s:%u", what, rb, ntohs(r->sin_port),
 	      ntohs(rdma_get_dst_port(id)), peer_ip, peer_port);
+}
+
+/* ibv_create_ah takes the event's address vector as it is. */
+static void ah_works(struct rdma_cm_id *id, struct ibv_ah_attr *a, const char *peer_ip,
+		     const char *what)
+{
+	struct in_addr want;
+	CHECK(inet_pton(AF_INET, peer_ip, &want) == 1, "bad address");
+	const uint8_t *g = a->grh.dgid.raw;
+	CHECK(a->is_global && a->port_num == 1 && !memcmp(g + 12, &want, 4) && g[10] == 0xff &&
+	      g[11] == 0xff, "%s: ah_attr is_global %u port %u", what, a->is_global, a->port_num);
+	struct ibv_pd *pd = ibv_alloc_pd(id->verbs);
+	CHECK(pd, "ibv_alloc_pd: %m");
+	struct ibv_ah *ah = ibv_create_ah(pd, a);
+	CHECK(ah, "%s: ibv_create_ah(event ah_attr): %m", what);
+	ibv_destroy_ah(ah);
+	ibv_dealloc_pd(pd);
+}
+
+static void ud_events(struct rdma_event_channel *sch, struct rdma_event_channel *cch,
+		      const char *ip)
+{
+	struct rdma_cm_id *l, *c;
+	CHECK(!rdma_create_id(sch, &l, NULL, RDMA_PS_UDP), "rdma_create_id: %m");
+	CHECK(!rdma_create_id(cch, &c, NULL, RDMA_PS_UDP), "rdma_create_id: %m");
+	struct sockaddr_in any = { .sin_family = AF_INET };
+	CHECK(!rdma_bind_addr(l, (struct sockaddr *)&any), "UD bind: %m");
+	uint16_t p = ntohs(rdma_get_src_port(l));
+	CHECK(!rdma_listen(l, 4), "UD listen: %m");
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(p) };
+	inet_pton(AF_INET, ip, &dst.sin_addr);
+	CHECK(!rdma_resolve_addr(c, NULL, (struct sockaddr *)&dst, 2000), "UD resolve: %m");
+	rdma_ack_cm_event(next_event(cch, RDMA_CM_EVENT_ADDR_RESOLVED));
+	uint16_t q = ntohs(rdma_get_src_port(c));
+	CHECK(!rdma_resolve_route(c, 2000), "UD resolve_route: %m");
+	rdma_ack_cm_event(next_event(cch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+	char hello[180];
+	for (int i = 0; i < 180; i++)
+		hello[i] = (char)(0x20 + i);
+	struct rdma_conn_param cp = { .private_data = hello, .private_data_len = sizeof hello,
+				      .qp_num = 0x4321 };
+	CHECK(!rdma_connect(c, &cp), "UD connect: %m");
+
+	struct rdma_cm_event *ev = next_event(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	struct rdma_cm_id *n = ev->id;
+	struct rdma_ud_param *u = &ev->param.ud;
+	CHECK(u->private_data_len == 180 && !memcmp(u->private_data, hello, 180),
+	      "UD CONNECT_REQUEST private data: %u bytes", u->private_data_len);
+	addrs_are(n, "UD server id", ip, p, ip, q);
+	ah_works(n, &u->ah_attr, ip, "UD CONNECT_REQUEST");
+	rdma_ack_cm_event(ev);
+
+	char world[136];
+	memset(world, 0x5a, sizeof world);
+	struct rdma_conn_param ap = { .private_data = world, .private_data_len = sizeof world,
+				      .qp_num = 0x8765 };
+	CHECK(!rdma_accept(n, &ap), "UD accept: %m");
+	ev = next_event(cch, RDMA_CM_EVENT_ESTABLISHED);
+	u = &ev->param.ud;
+	CHECK(u->qp_num == 0x8765 && u->qkey == RDMA_UDP_QKEY, "UD ESTABLISHED qp %#x qkey %#x",
+	      u->qp_num, u->qkey);
+	CHECK(u->private_data_len == 136 && !memcmp(u->private_data, world, 136),
+	      "UD ESTABLISHED private data: %u bytes", u->private_data_len);
+	addrs_are(c, "UD client", ip, q, ip, p);
+	ah_works(c, &u->ah_attr, ip, "UD ESTABLISHED");
+	rdma_ack_cm_event(ev);
+	rdma_destroy_id(n);
+	rdma_destroy_id(c);
+	rdma_destroy_id(l);
 }
 
 int main(int argc, char **argv)
@@ -165,6 +239,7 @@ int main(int argc, char **argv)
 	rdma_destroy_id(n);
 	rdma_destroy_id(c);
 	rdma_destroy_id(l);
+	ud_events(sch, cch, ip);
 	rdma_destroy_event_channel(sch);
 	rdma_destroy_event_channel(cch);
 	printf("cm_addrs: ok\n");

@@ -448,7 +448,8 @@ fn addresses_and_event_params_in_each_state_of_an_id() {
     // peer}_addr of a listener, a client and the server's new id through
     // bind, resolve, CONNECT_REQUEST, CONNECT_RESPONSE, ESTABLISHED and
     // DISCONNECTED, and each connection event's conn param, as the
-    // kernel's rdma_cm and ucma fill them.
+    // kernel's rdma_cm and ucma fill them; then UD (SIDR): the ud params,
+    // and ibv_create_ah on each event's ah_attr as it is.
     let r = a.run(exe.to_str().expect("utf-8 path"), &[A], LIMIT);
     r.expect_ok();
     assert!(r.stdout.contains("cm_addrs: ok"), "{}", r.report());
