@@ -6,8 +6,9 @@
  * an access to memory that is not mapped is an access error, not a crash:
  * a remote WRITE gets IBV_WC_REM_ACCESS_ERR, a SEND from such memory
  * IBV_WC_LOC_PROT_ERR, and the device goes on serving new QPs.
- * ibv_advise_mr: prefetch advice with mlx5's errnos (EOPNOTSUPP, EINVAL,
- * ENOENT, EFAULT). odp_caps: as a kernel device with ODP reports them.
+ * ibv_advise_mr: synchronous prefetch advice with mlx5's errnos
+ * (EOPNOTSUPP, EINVAL, ENOENT, EFAULT), asynchronous as rxe's (0 for any
+ * region of the PD with local write, EINVAL for other keys). odp_caps: as a kernel device with ODP reports them.
  *
  * usage: odp <ibdev> [gid index]; exit 0 on success.
  */
@@ -215,7 +216,13 @@ int main(int argc, char **argv)
 	CHECK(advise(PF, 2, abuf, LEN, amr->lkey, 1) == EINVAL, "unknown flag");
 	CHECK(advise(PF, SYNC, abuf, LEN, amr->lkey, 0) == EINVAL, "no SGE");
 	CHECK(advise(PF, SYNC, abuf, LEN, pinned->lkey, 1) == ENOENT, "sync: a pinned region");
-	CHECK(advise(PF, 0, abuf, LEN, pinned->lkey, 1) == EINVAL, "async: a pinned region");
+	/* Asynchronous advice as rxe: best-effort on any region of the PD
+	 * with local write, ordinary ones too; EINVAL for other keys. */
+	for (int adv = PF; adv <= NOF; adv++) {
+		CHECK(!advise(adv, 0, abuf, LEN, pinned->lkey, 1), "async %d: a pinned region", adv);
+		CHECK(advise(adv, 0, abuf, LEN, ro->lkey, 1) == EINVAL, "async %d: read-only", adv);
+		CHECK(advise(adv, 0, abuf, LEN, 0x1234567, 1) == EINVAL, "async %d: no lkey", adv);
+	}
 	CHECK(advise(PF, SYNC, abuf, LEN, 0x1234567, 1) == ENOENT, "sync: no such lkey");
 	CHECK(advise(PFW, SYNC, abuf, LEN, ro->lkey, 1) == ENOENT, "PREFETCH_WRITE, read-only");
 	CHECK(!advise(PF, SYNC, abuf, LEN, ro->lkey, 1), "PREFETCH of a read-only region");

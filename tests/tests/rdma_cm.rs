@@ -409,6 +409,55 @@ fn a_killed_server_disconnects_its_peer_and_frees_its_port() {
 }
 
 #[test]
+fn bind_takes_its_port_at_once_in_every_port_space() {
+    let _g = serial();
+    let Some(a) = Dev::up("rxuc1", A, &[]) else {
+        return;
+    };
+    let Some(exe) = compile_c_with("cm_ports", a.runtime_dir(), &["rdmacm"]) else {
+        return;
+    };
+    let exe = exe.to_str().expect("utf-8 path");
+    // tests/c/cm_ports.c: port 0 has its port right after rdma_bind_addr
+    // (what qperf sends its client), and a second bind to it fails with
+    // the kernel's errno, in RDMA_PS_TCP, _UDP and _IB.
+    a.run(exe, &[A], LIMIT).expect_ok();
+    // Two devices in one runtime dir: a wildcard bind holds its one port
+    // on both, and each address conflicts with it.
+    let b = a.up_beside("rxuc2", B);
+    for addr in [A, B] {
+        let r = a.run(exe, &[addr], LIMIT);
+        r.expect_ok();
+        assert!(r.stdout.contains("cm_ports: ok"), "{}", r.report());
+    }
+    drop(b);
+    let s = a.status();
+    assert!(!s.contains("cm "), "ids left behind:\n{s}");
+}
+
+#[test]
+fn addresses_and_event_params_in_each_state_of_an_id() {
+    let _g = serial();
+    let Some(a) = Dev::up("rxuc1", A, &[]) else {
+        return;
+    };
+    let Some(exe) = compile_c_with("cm_addrs", a.runtime_dir(), &["rdmacm"]) else {
+        return;
+    };
+    // tests/c/cm_addrs.c: rdma_get_{src,dst}_port and rdma_get_{local,
+    // peer}_addr of a listener, a client and the server's new id through
+    // bind, resolve, CONNECT_REQUEST, CONNECT_RESPONSE, ESTABLISHED and
+    // DISCONNECTED, and each connection event's conn param, as the
+    // kernel's rdma_cm and ucma fill them; then UD (SIDR): the ud params,
+    // and ibv_create_ah on each event's ah_attr as it is.
+    let r = a.run(exe.to_str().expect("utf-8 path"), &[A], LIMIT);
+    r.expect_ok();
+    assert!(r.stdout.contains("cm_addrs: ok"), "{}", r.report());
+    let s = a.status();
+    assert!(!s.contains("cm "), "ids left behind:\n{s}");
+}
+
+#[test]
 fn rdma_reject_carries_private_data_both_ways() {
     let _g = serial();
     let Some((a, b)) = devices(&[]) else {

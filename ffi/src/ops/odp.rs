@@ -4,7 +4,8 @@
 //! implicit one, `ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND)`)
 //! are registered without checking that the range is mapped, and an access
 //! to memory that is not mapped is an access error. Advice is checked by
-//! rxud (`mem::advise` there) with mlx5's errnos.
+//! rxud (`mem::advise` there): synchronous advice with mlx5's errnos,
+//! asynchronous advice as rxe answers it.
 
 use std::ffi::c_int;
 

@@ -178,7 +178,8 @@ impl Ucma {
                     }
                     return Ok(());
                 }
-                Err(libc::EADDRNOTAVAIL | libc::ENODEV | libc::EPROTO) => continue,
+                // Not this device's address (or no daemon): the next.
+                Err(libc::ENODEV | libc::EPROTO) => continue,
                 Err(e) => return Err(e),
             }
         }
@@ -190,6 +191,68 @@ impl Ucma {
         } else {
             libc::EADDRNOTAVAIL
         })
+    }
+
+    /// `rdma_bind_addr` to a wildcard: the port is taken at once, on every
+    /// device (one port for all: the kernel has one port space per
+    /// namespace), so `rdma_get_src_port` right after bind has it and a
+    /// second bind to it fails. With no device yet the id stays local
+    /// (port as given) and LISTEN binds it.
+    fn bind_wildcard(&mut self, h: u32, addr: SocketAddr) -> Result<(), Errno> {
+        let src = match self.bind_every_device(h, addr) {
+            Ok(bound) => bound,
+            Err(libc::ENODEV) => addr,
+            Err(e) => return Err(e),
+        };
+        if let Some(i) = self.table.ids.get_mut(&h) {
+            i.src = Some(src);
+            i.wildcard = true;
+        }
+        Ok(())
+    }
+
+    /// Binds id `h` to the wildcard `addr` on every device with one port.
+    /// Port 0 takes the first device's ephemeral port; when another device
+    /// has that one taken, everything is undone and a new port tried (a
+    /// bounded number of times). ENODEV when no device serves rdma_cm.
+    fn bind_every_device(&mut self, h: u32, addr: SocketAddr) -> Result<SocketAddr, Errno> {
+        const TRIES: usize = 8;
+        if let Some(i) = self.table.ids.get_mut(&h) {
+            i.wildcard = true;
+        }
+        let n = self.daemons.refresh();
+        let mut last = libc::EADDRINUSE;
+        for _ in 0..TRIES {
+            let mut want = addr;
+            let mut any = false;
+            let mut failed = None;
+            for dev in 0..n {
+                match self.bind_on(h, dev, want) {
+                    Ok((bound, _)) => {
+                        want.set_port(bound.port());
+                        any = true;
+                    }
+                    Err(libc::ENODEV | libc::EPROTO) => continue,
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            let e = match failed {
+                None if any => return Ok(want),
+                None => return Err(libc::ENODEV),
+                Some(e) => e,
+            };
+            self.unwind_bindings(h);
+            let retry =
+                addr.port() == 0 && any && matches!(e, libc::EADDRINUSE | libc::EADDRNOTAVAIL);
+            if !retry {
+                return Err(e);
+            }
+            last = e;
+        }
+        Err(last)
     }
 
     /// Everything but GET_EVENT, which [`Ucma::translate`] completes.
@@ -218,9 +281,7 @@ impl Ucma {
                     return Err(libc::EINVAL);
                 }
                 if addr.ip().is_unspecified() {
-                    i.src = Some(addr);
-                    i.wildcard = true;
-                    return Ok(());
+                    return self.bind_wildcard(id, addr);
                 }
                 self.bind_specific(id, addr)
             }
@@ -403,11 +464,17 @@ impl Ucma {
             return Err(libc::EINVAL);
         }
         if i.device().is_none() {
-            // The source: the one given, else the kernel's route to dst.
-            let port = src
-                .map(|s| s.port())
+            // The source: the one given, else the kernel's route to dst;
+            // the port the id holds when it was bound to a wildcard.
+            let held = (!i.bindings.is_empty()).then(|| i.src.map(|s| s.port()));
+            let port = held
+                .flatten()
+                .or(src.map(|s| s.port()))
                 .or(i.src.map(|s| s.port()))
                 .unwrap_or(0);
+            // The wildcard bindings give way to one on the source's device
+            // (the kernel keeps the port and fills in the address).
+            self.unwind_bindings(id);
             let ip = match src.filter(|s| !s.ip().is_unspecified()) {
                 Some(s) => Some(s.ip()),
                 None => match route_source(dst) {
@@ -466,41 +533,30 @@ impl Ucma {
         if let Some((dev, did)) = i.device() {
             self.ok(dev, CmRequest::Listen { id: did, backlog })?;
         } else {
-            // A wildcard (or unbound) id listens on every device, with one
-            // port: the first device's choice when it was 0.
-            let mut addr = i
-                .src
-                .unwrap_or(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
-            let n = self.daemons.refresh();
-            let mut any = false;
-            for dev in 0..n {
-                let bound = match self.bind_on(id, dev, addr) {
-                    Ok((bound, _)) => bound,
-                    Err(libc::EADDRNOTAVAIL | libc::ENODEV | libc::EPROTO) => continue,
-                    Err(e) => return Err(self.unwind_listen(id, e)),
-                };
-                addr.set_port(bound.port());
-                let did = self
-                    .table
-                    .ids
-                    .get(&id)
-                    .and_then(|i| i.bindings.last())
-                    .map(|b| b.1);
-                let req = CmRequest::Listen {
-                    id: did.unwrap_or(0),
-                    backlog,
-                };
-                if let Err(e) = self.ok(dev, req) {
-                    return Err(self.unwind_listen(id, e));
+            // A wildcard id listens on every device with its one port; an
+            // unbound (or bound before any device existed) id binds first.
+            let fresh = i.bindings.is_empty();
+            if fresh {
+                let addr = i
+                    .src
+                    .unwrap_or(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
+                let bound = self.bind_every_device(id, addr)?;
+                if let Some(i) = self.table.ids.get_mut(&id) {
+                    i.src = Some(bound);
                 }
-                any = true;
             }
-            if !any {
-                return Err(libc::ENODEV);
-            }
-            if let Some(i) = self.table.ids.get_mut(&id) {
-                i.src = Some(addr);
-                i.wildcard = true;
+            let bindings = self
+                .table
+                .ids
+                .get(&id)
+                .map_or(Vec::new(), |i| i.bindings.clone());
+            for (dev, did) in bindings {
+                if let Err(e) = self.ok(dev, CmRequest::Listen { id: did, backlog }) {
+                    if fresh {
+                        self.unwind_bindings(id);
+                    }
+                    return Err(e);
+                }
             }
         }
         if let Some(i) = self.table.ids.get_mut(&id) {
@@ -509,17 +565,17 @@ impl Ucma {
         Ok(())
     }
 
-    /// Drops the daemon ids a failed wildcard listen made; returns `e`.
-    fn unwind_listen(&mut self, id: u32, e: Errno) -> Errno {
-        let bindings = match self.table.ids.get_mut(&id) {
+    /// Drops the daemon ids of id `h` (a failed wildcard bind or listen,
+    /// or wildcard bindings replaced by one on a device).
+    fn unwind_bindings(&mut self, h: u32) {
+        let bindings = match self.table.ids.get_mut(&h) {
             Some(i) => std::mem::take(&mut i.bindings),
-            None => return e,
+            None => return,
         };
         for b in bindings {
             self.table.by_daemon.remove(&b);
             let _ = self.daemons.call(b.0, CmRequest::Destroy { id: b.1 }, &[]);
         }
-        e
     }
 
     fn set_option(

@@ -89,13 +89,19 @@ impl Daemons {
         fds: &[BorrowedFd<'_>],
     ) -> Result<CmResponse, Errno> {
         let ctl = self.connect(dev)?;
-        let r = exchange(ctl, &Request::Cm(req), fds);
-        if r == Err(libc::ENODEV) {
-            if let Some(d) = self.devs.get_mut(dev) {
-                d.ctl = None;
+        let r = match exchange(ctl, &Request::Cm(req), fds) {
+            Ok(r) => r,
+            Err(Failed::Refused(e)) => return Err(e),
+            Err(Failed::Broken) => {
+                // Only a broken connection is forgotten: a daemon's own
+                // ENODEV ("not my address") keeps the session and its ids.
+                if let Some(d) = self.devs.get_mut(dev) {
+                    d.ctl = None;
+                }
+                return Err(libc::ENODEV);
             }
-        }
-        match r? {
+        };
+        match r {
             Response::Cm(c) => Ok(c),
             Response::Ok => Ok(CmResponse::Ok),
             _ => Err(libc::EPROTO),
@@ -103,18 +109,30 @@ impl Daemons {
     }
 }
 
-/// Sends one request and reads its response; a daemon error is its errno,
-/// a broken connection ENODEV.
-fn exchange(ctl: BorrowedFd<'_>, req: &Request, fds: &[BorrowedFd<'_>]) -> Result<Response, Errno> {
-    let bytes = proto::encode(req).map_err(|_| libc::EINVAL)?;
-    fdpass::send_msg(ctl, &bytes, fds).map_err(|_| libc::ENODEV)?;
+/// Why an exchange failed: the daemon's answer, or the connection.
+#[derive(Debug, PartialEq, Eq)]
+enum Failed {
+    Refused(Errno),
+    Broken,
+}
+
+/// Sends one request and reads its response.
+fn exchange(
+    ctl: BorrowedFd<'_>,
+    req: &Request,
+    fds: &[BorrowedFd<'_>],
+) -> Result<Response, Failed> {
+    let bytes = proto::encode(req).map_err(|_| Failed::Refused(libc::EINVAL))?;
+    fdpass::send_msg(ctl, &bytes, fds).map_err(|_| Failed::Broken)?;
     let mut buf = vec![0u8; MAX_MSG];
-    let (n, _fds) = fdpass::recv_msg(ctl, &mut buf, 0).map_err(|_| libc::ENODEV)?;
+    let (n, _fds) = fdpass::recv_msg(ctl, &mut buf, 0).map_err(|_| Failed::Broken)?;
     if n == 0 {
-        return Err(libc::ENODEV);
+        return Err(Failed::Broken);
     }
-    match proto::decode::<Response>(&buf[..n]).map_err(|_| libc::EPROTO)? {
-        Response::Error { errno, .. } => Err(if errno > 0 { errno } else { libc::EIO }),
+    match proto::decode::<Response>(&buf[..n]).map_err(|_| Failed::Refused(libc::EPROTO))? {
+        Response::Error { errno, .. } => {
+            Err(Failed::Refused(if errno > 0 { errno } else { libc::EIO }))
+        }
         r => Ok(r),
     }
 }

@@ -23,6 +23,8 @@ pub struct State {
     pub channels: HashMap<u32, (u32, OwnedFd)>,
     /// daemon id -> channel.
     pub ids: HashMap<u32, u32>,
+    /// Connections opened (CmHello), to see that one is kept.
+    pub hellos: usize,
     next_id: u32,
 }
 
@@ -95,6 +97,10 @@ impl FakeDaemon {
         self.state.lock().unwrap().ids[&id]
     }
 
+    pub fn hellos(&self) -> usize {
+        self.state.lock().unwrap().hellos
+    }
+
     pub fn log(&self) -> Vec<CmRequest> {
         self.state.lock().unwrap().log.clone()
     }
@@ -144,11 +150,14 @@ fn serve(conn: OwnedFd, st: Arc<Mutex<State>>, addrs: Vec<IpAddr>, guid: u64) {
             return;
         }
         let resp = match proto::decode::<Request>(&buf[..n]) {
-            Ok(Request::CmHello { .. }) => Response::Hello {
-                device: "fake".into(),
-                client_id: 1,
-                max_inline_data: 0,
-            },
+            Ok(Request::CmHello { .. }) => {
+                st.lock().unwrap().hellos += 1;
+                Response::Hello {
+                    device: "fake".into(),
+                    client_id: 1,
+                    max_inline_data: 0,
+                }
+            }
             Ok(Request::Cm(req)) => {
                 let mut s = st.lock().unwrap();
                 s.log.push(req.clone());
@@ -190,7 +199,7 @@ fn answer(
         }
         CmRequest::Bind { channel, addr, .. } => {
             if !addr.ip().is_unspecified() && !addrs.contains(&addr.ip()) {
-                return Err(libc::EADDRNOTAVAIL);
+                return Err(libc::ENODEV);
             }
             if !s.channels.contains_key(&channel) {
                 return Err(libc::EINVAL);

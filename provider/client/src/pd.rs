@@ -99,7 +99,8 @@ impl Pd {
 
     /// `ibv_advise_mr`: advice (`enum ibv_advise_mr_advice`) about ranges
     /// of on-demand regions of this PD; `flags` `IBV_ADVISE_MR_FLAG_FLUSH`
-    /// makes it synchronous. The errnos are mlx5's (rxud checks).
+    /// makes it synchronous. rxud checks it (synchronous: mlx5's errnos;
+    /// asynchronous: rxe's, 0 for any region of the PD with local write).
     pub fn advise_mr(&self, advice: u32, flags: u32, sges: &[Sge]) -> Result<()> {
         if sges.is_empty() || sges.len() > MAX_ADVISE_RANGES {
             return Err(Error::Invalid("advise_mr: 1 to 256 ranges"));

@@ -584,3 +584,77 @@ fn multicast_join_events_carry_the_join() {
     assert_eq!(e.write(e.fd, &v), Err(libc::ENOENT));
     assert_eq!(e.destroy(id), Ok(1));
 }
+
+#[test]
+fn a_wildcard_bind_takes_its_port_at_once_on_every_device() {
+    let dir = temp_dir("wildport");
+    let d0 = FakeDaemon::start(&dir, "rxu0", vec![ip("127.0.0.1")], 1);
+    let d1 = FakeDaemon::start(&dir, "rxu1", vec![ip("127.0.0.2")], 2);
+    let e = Env::new(&dir);
+    let id = e.create_id(0x10);
+    e.bind(id, "0.0.0.0:0").unwrap();
+    // The port is there for rdma_get_src_port before any listen.
+    let q = e.query_route(id).unwrap();
+    let src = abi::parse_sockaddr(&q[136..]).unwrap().unwrap();
+    assert!(src.ip().is_unspecified() && src.port() != 0, "{src}");
+    assert_eq!(&q[..8], &[0; 8], "wildcard: no device");
+    let binds = |d: &FakeDaemon| -> Vec<SocketAddr> {
+        d.log()
+            .iter()
+            .filter_map(|r| match r {
+                CmRequest::Bind { addr, .. } => Some(*addr),
+                _ => None,
+            })
+            .collect()
+    };
+    // The first device chose it; the second was asked for the same one.
+    assert_eq!(binds(&d0), vec![sa("0.0.0.0:0")]);
+    assert_eq!(binds(&d1), vec![src]);
+    // Listen uses these bindings: no new Bind.
+    e.simple(cmd::LISTEN, id, 1).unwrap();
+    assert_eq!((binds(&d0).len(), binds(&d1).len()), (1, 1));
+    assert_eq!(e.query_route(id).unwrap()[136..164], q[136..164]);
+    // A wildcard-bound id that resolves keeps its port on the source's
+    // device and lets the other bindings go.
+    let c = e.create_id(0x11);
+    e.bind(c, "0.0.0.0:0").unwrap();
+    let port = abi::parse_sockaddr(&e.query_route(c).unwrap()[136..])
+        .unwrap()
+        .unwrap()
+        .port();
+    e.resolve(c, None, "127.0.0.1:7174").unwrap();
+    let q = e.query_route(c).unwrap();
+    assert_eq!(
+        abi::parse_sockaddr(&q[136..]),
+        Some(Some(SocketAddr::new(ip("127.0.0.1"), port)))
+    );
+    assert_eq!(&q[..8], &(GUID_BASE | 1).to_be_bytes());
+    let destroyed = |d: &FakeDaemon| {
+        d.log()
+            .iter()
+            .filter(|r| matches!(r, CmRequest::Destroy { .. }))
+            .count()
+    };
+    assert_eq!((destroyed(&d0), destroyed(&d1)), (1, 1));
+}
+
+#[test]
+fn a_device_that_does_not_serve_an_address_keeps_its_connection() {
+    let dir = temp_dir("keepconn");
+    let d0 = FakeDaemon::start(&dir, "rxu0", vec![ip("127.0.0.1")], 1);
+    let d1 = FakeDaemon::start(&dir, "rxu1", vec![ip("127.0.0.2")], 2);
+    let e = Env::new(&dir);
+    let w = e.create_id(1);
+    e.bind(w, "0.0.0.0:0").unwrap();
+    // rxu0 answers ENODEV ("not mine") before rxu1 takes the bind: that
+    // is no broken connection, so w's binding on rxu0 (a session of that
+    // connection) lives on.
+    let o = e.create_id(2);
+    e.bind(o, "127.0.0.2:0").unwrap();
+    e.simple(cmd::LISTEN, w, 1).unwrap();
+    assert_eq!((d0.hellos(), d1.hellos()), (1, 1));
+    assert!(d0
+        .log()
+        .iter()
+        .any(|r| matches!(r, CmRequest::Listen { .. })));
+}

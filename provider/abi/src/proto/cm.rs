@@ -129,8 +129,9 @@ pub enum CmRequest {
     },
     /// Creates an id on this device bound to `addr` (port 0: an ephemeral
     /// port from the IP local range; a wildcard address binds the port on
-    /// this device's addresses). Errors as `rdma_bind_addr`: EADDRINUSE,
-    /// EADDRNOTAVAIL (not an address of this device), EINVAL.
+    /// this device's addresses). Errors as `rdma_bind_addr`: EADDRINUSE and
+    /// EADDRNOTAVAIL (the port is taken), ENODEV (not an address of this
+    /// device), EINVAL.
     /// Reply: [`CmResponse::Bound`].
     Bind {
         channel: u32,

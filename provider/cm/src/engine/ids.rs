@@ -144,9 +144,12 @@ impl Cm {
             )));
         }
         let ip = addr.ip();
+        // ENODEV, as the kernel's answer for an address no RDMA device
+        // serves: EADDRNOTAVAIL stays the port-sharing conflict's errno,
+        // so the emulator can tell "another device" from "port taken".
         if !ip.is_unspecified() && !self.cfg.local_addrs.contains(&ip) {
             return Err(CmError::new(
-                libc::EADDRNOTAVAIL,
+                libc::ENODEV,
                 format!("{ip} is not an address of this device"),
             ));
         }

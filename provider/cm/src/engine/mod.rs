@@ -47,6 +47,7 @@ use crate::wire::{CmMad, MAD_LEN};
 
 pub use counters::CmCounters;
 pub use error::CmError;
+pub use route::sgid_index;
 pub use status::IdStatus;
 
 /// The daemon's handle for whoever owns an id (its session and channel).
@@ -190,6 +191,11 @@ impl Cm {
             rec.id = id;
             self.events.push_back((i.owner, rec));
         }
+    }
+
+    /// The address vector of `path` on this device (its source GID's index).
+    fn ah_of(&self, path: &route::Path) -> rxu_abi::proto::AhAttr {
+        path.ah(route::sgid_index(&self.cfg.local_addrs, &path.sgid))
     }
 
     fn push_tx(&mut self, src: IpAddr, dst: IpAddr, mad: CmMad) {

@@ -104,7 +104,7 @@ impl Cm {
             }
             qp_state::RTR => {
                 if let Some(p) = &i.path {
-                    a.ah = p.ah();
+                    a.ah = self.ah_of(p);
                 }
                 a.path_mtu = c.path_mtu;
                 a.dest_qp_num = c.remote_qpn;

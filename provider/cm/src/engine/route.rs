@@ -16,6 +16,27 @@ pub(crate) fn gid(ip: IpAddr) -> [u8; 16] {
     }
 }
 
+/// The index of GID `sgid` in the GID table of a device serving `addrs`,
+/// in the daemon's order (`rxud::verbs::gid_table`: IPv4 addresses first
+/// as given, then IPv6, duplicates dropped); 0 when it is not there. The
+/// kernel's `ib_init_ah_attr_from_path` likewise names the GID entry of
+/// the path's source.
+pub fn sgid_index(addrs: &[IpAddr], sgid: &[u8; 16]) -> u8 {
+    let v4 = addrs.iter().filter(|a| a.is_ipv4());
+    let v6 = addrs.iter().filter(|a| a.is_ipv6());
+    let mut table: Vec<[u8; 16]> = Vec::new();
+    for g in v4.chain(v6).map(|a| gid(*a)) {
+        if !table.contains(&g) {
+            table.push(g);
+        }
+    }
+    table
+        .iter()
+        .position(|g| g == sgid)
+        .and_then(|i| u8::try_from(i).ok())
+        .unwrap_or(0)
+}
+
 /// RoCEv2 flow label of a connection (`cma_get_roce_udp_flow_label`).
 pub(crate) fn flow_label(src: SocketAddr, dst: SocketAddr) -> u32 {
     (src.port() as u32 * 31 + dst.port() as u32) & 0xF_FFFF
@@ -51,12 +72,13 @@ impl Path {
         }
     }
 
-    /// The address vector to the peer (port 1, sgid index 0: rxu has one GID).
-    pub fn ah(&self) -> AhAttr {
+    /// The address vector to the peer (port 1; `sgid_index`: the entry of
+    /// this path's source GID, [`sgid_index`]).
+    pub fn ah(&self, sgid_index: u8) -> AhAttr {
         AhAttr {
             dgid: self.dgid,
             flow_label: self.flow_label,
-            sgid_index: 0,
+            sgid_index,
             hop_limit: self.hop_limit,
             traffic_class: self.traffic_class,
             sl: 0,

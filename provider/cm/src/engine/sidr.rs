@@ -141,7 +141,7 @@ impl Cm {
             flow_label: 0,
             packet_life_time: self.cfg.timing.packet_life_time,
         };
-        let ah = path.ah();
+        let ah = self.ah_of(&path);
         let route = path.route_info(self.cfg.node_guid, true);
         let mut c = Conn::new(ConnState::SidrReqRcvd, QpType::Ud, hdr.dst, rx.src);
         c.parent = Some(listener);
@@ -273,6 +273,10 @@ impl Cm {
             };
             return self.conn_event(id, rec);
         }
+        let ah = id
+            .and_then(|n| self.ids.get(&n))
+            .and_then(|i| i.path.as_ref())
+            .map(|p| self.ah_of(p));
         let Some(i) = id.and_then(|n| self.ids.get_mut(&n)) else {
             return;
         };
@@ -280,7 +284,6 @@ impl Cm {
             return self.conn_event_status(id, event::ADDR_ERROR, -libc::EINVAL);
         }
         i.qkey = Some(r.qkey);
-        let ah = i.path.as_ref().map(Path::ah);
         self.conn_event(
             id,
             CmEventRecord {

@@ -1,12 +1,18 @@
-//! `ibv_advise_mr`: prefetch advice for on-demand-paging regions. rxud
-//! reaches memory on demand at every access, so there is nothing to load
-//! ahead; what a synchronous prefetch (IBV_ADVISE_MR_FLAG_FLUSH) does is
-//! what mlx5 reports from one: the named ranges must be mapped in the
-//! client (and writable for PREFETCH_WRITE), else EFAULT. The keys are
-//! checked as mlx5 checks them: an lkey of this client and PD that names
-//! an ODP region (writable for PREFETCH_WRITE), else ENOENT when
-//! synchronous and EINVAL when not; an asynchronous prefetch checks no
-//! range (mlx5 reports those failures nowhere).
+//! `ibv_advise_mr`: prefetch advice. rxud reaches memory on demand at
+//! every access, so there is nothing to load ahead; the answers are the
+//! kernel's.
+//!
+//! - Synchronous (IB_UVERBS_ADVISE_MR_FLAG_FLUSH): mlx5's. The lkey must
+//!   name an ODP region of this client and PD (writable for
+//!   PREFETCH_WRITE), else ENOENT, and the named ranges must be mapped in
+//!   the client (writable for PREFETCH_WRITE), else EFAULT. rxe's
+//!   synchronous path faults ODP pages in and is only meant for ODP
+//!   regions; mlx5's answers say so.
+//! - Asynchronous (no flag): rxe's, which queues the prefetch best-effort
+//!   after looking each key up as a local key of the PD with local write
+//!   access (`lookup_mr(pd, IB_ACCESS_LOCAL_WRITE, lkey, LOCAL)`, for
+//!   every advice): any such region, ODP or not, is 0; another key EINVAL.
+//!   No range is checked (a failed prefetch is reported nowhere).
 
 use super::{access, bounds, mapcheck, DeviceMemory};
 
@@ -79,25 +85,30 @@ impl DeviceMemory {
             .get(&client)
             .ok_or(AdviseError::Invalid("unknown client"))?;
         for r in ranges {
-            let bad_key = || {
-                if flush {
-                    AdviseError::NoSuchMr(r.lkey)
-                } else {
-                    AdviseError::Invalid("lkey of no on-demand region of this PD")
-                }
-            };
-            let m = self.mrs.get(&r.lkey).ok_or_else(bad_key)?;
-            let i = &m.info;
             let writes = adv == advice::PREFETCH_WRITE;
-            if i.client != client
-                || i.pd != pd
-                || !i.valid
-                || i.access & access::ON_DEMAND == 0
-                || (writes && i.access & access::LOCAL_WRITE == 0)
-            {
-                return Err(bad_key());
+            let m = self.mrs.get(&r.lkey).filter(|m| {
+                let i = &m.info;
+                i.client == client && i.pd == pd && i.valid
+            });
+            if !flush {
+                // rxe: a local key of the PD with local write, any kind.
+                if m.is_none_or(|m| m.info.access & access::LOCAL_WRITE == 0) {
+                    return Err(AdviseError::Invalid(
+                        "lkey of no region of this PD with local write",
+                    ));
+                }
+                continue;
             }
-            if !flush || adv == advice::PREFETCH_NO_FAULT || r.len == 0 {
+            let i = match m {
+                Some(m)
+                    if m.info.access & access::ON_DEMAND != 0
+                        && (!writes || m.info.access & access::LOCAL_WRITE != 0) =>
+                {
+                    &m.info
+                }
+                _ => return Err(AdviseError::NoSuchMr(r.lkey)),
+            };
+            if adv == advice::PREFETCH_NO_FAULT || r.len == 0 {
                 continue;
             }
             let at = bounds::translate(i.addr, i.addr, i.len, r.addr, u64::from(r.len))

@@ -744,7 +744,7 @@ fn on_demand_regions_pin_nothing_and_implicit_covers_everything() {
 }
 
 #[test]
-fn advise_checks_keys_ranges_and_mappings_as_mlx5() {
+fn advise_checks_keys_ranges_and_mappings_as_the_kernel() {
     use super::advise::{advice::*, AdviseError as E, Range, FLAG_FLUSH as SYNC};
     let b = TestBuf::rw(3);
     let mut d = device();
@@ -780,7 +780,14 @@ fn advise_checks_keys_ranges_and_mappings_as_mlx5() {
     assert!(matches!(adv(PREFETCH, SYNC, &[]), Err(E::Invalid(_))));
     for k in [pinned, other_pd, 0x1234_5678] {
         assert_eq!(adv(PREFETCH, SYNC, &r(a, 8, k)), Err(E::NoSuchMr(k)));
-        assert!(matches!(adv(PREFETCH, 0, &r(a, 8, k)), Err(E::Invalid(_))));
+    }
+    // Asynchronous advice is rxe's: any region of the PD with local write
+    // (an ordinary, pinned one too) for every advice; other keys EINVAL.
+    for a_ in [PREFETCH, PREFETCH_WRITE, PREFETCH_NO_FAULT] {
+        assert_eq!(adv(a_, 0, &r(a, 8, pinned)), Ok(()), "advice {a_}");
+        for k in [ro, other_pd, 0x1234_5678] {
+            assert!(matches!(adv(a_, 0, &r(a, 8, k)), Err(E::Invalid(_))));
+        }
     }
     assert_eq!(
         adv(PREFETCH_WRITE, SYNC, &r(a, 8, ro)),

@@ -570,6 +570,36 @@ fn roce_gids() {
     assert_eq!(state_name(9), "state 9");
 }
 
+#[test]
+fn the_cm_names_gid_entries_as_the_gid_table_orders_them() {
+    // rdma_cm's address vectors (rxu_cm) must name the entry this table
+    // gives the source address, or a QP would send from another GID.
+    let ip = |s: &str| -> std::net::IpAddr { s.parse().unwrap() };
+    let lists = [
+        vec![ip("127.0.0.1")],
+        vec![ip("::1"), ip("127.0.0.1")],
+        vec![
+            ip("fd00::2"),
+            ip("10.0.0.1"),
+            ip("::1"),
+            ip("10.0.0.2"),
+            ip("10.0.0.1"),
+        ],
+    ];
+    for addrs in lists {
+        let table = gid_table(&addrs);
+        for a in &addrs {
+            let g = gid_of(*a);
+            let want = table.iter().position(|t| *t == g).unwrap();
+            assert_eq!(
+                usize::from(rxu_cm::engine::sgid_index(&addrs, &g)),
+                want,
+                "{a} in {addrs:?}"
+            );
+        }
+    }
+}
+
 fn any_attr() -> impl Strategy<Value = QpAttr> {
     let ah = (
         any::<[u8; 16]>(),

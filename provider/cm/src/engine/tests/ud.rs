@@ -145,3 +145,32 @@ fn duplicate_sidr_req_is_dropped_while_pending() {
     assert_eq!(p.b.counters().dropped_duplicate, 1);
     let _ = SIDR_REP;
 }
+
+#[test]
+fn event_address_vectors_name_the_source_gid_entry() {
+    let mut p = Pair::new();
+    // B serves another address first: its GID table is [10.9.9.9, B_IP],
+    // so B's address vectors use entry 1 (entry 0 would send from
+    // 10.9.9.9), A's entry 0.
+    let other: IpAddr = "10.9.9.9".parse().unwrap();
+    p.b.set_local_addrs(&[other, B_IP]);
+    let (_, a) = listen_and_resolve(&mut p, port_space::UDP, QpType::Ud);
+    p.a.connect(p.now, a, &param(0x33, b"ud?"), Ece::default())
+        .unwrap();
+    p.pump();
+    let ev = p.events_b();
+    let rq = &ev[0].1;
+    let ah = rq.param.ah.unwrap();
+    assert_eq!((ah.dgid, ah.sgid_index, ah.port_num), (gid(A_IP), 1, 1));
+    p.b.accept(p.now, rq.new_id, Some(&param(0x44, b"yes")), Ece::default())
+        .unwrap();
+    p.pump();
+    let ah = p.events_a()[0].1.param.ah.unwrap();
+    assert_eq!((ah.dgid, ah.sgid_index), (gid(B_IP), 0));
+    // The rule is the daemon's GID table's: IPv4 first, then IPv6, once.
+    let v6: IpAddr = "::1".parse().unwrap();
+    let addrs = [v6, other, B_IP, other];
+    assert_eq!(crate::engine::sgid_index(&addrs, &gid(other)), 0);
+    assert_eq!(crate::engine::sgid_index(&addrs, &gid(B_IP)), 1);
+    assert_eq!(crate::engine::sgid_index(&addrs, &gid(v6)), 2);
+}
