@@ -117,6 +117,10 @@ fn me() -> u32 {
 /// nobody else (0700, or 0755 as root's /run/rxu). Nobody else can then
 /// put a socket in it, nor (in a sticky /tmp) rename it away.
 pub fn check_runtime_dir(dir: &Path) -> Result<(), TrustError> {
+    // Without its trailing slashes: "link/" would resolve the link even
+    // with O_NOFOLLOW.
+    let dir: PathBuf = dir.components().collect();
+    let dir = dir.as_path();
     let io = |source| TrustError::Io {
         path: dir.to_owned(),
         source,

@@ -53,6 +53,10 @@ fn a_symlink_or_a_file_is_refused() {
     let e = check_runtime_dir(&link).unwrap_err();
     assert!(matches!(e, TrustError::Symlink { .. }), "{e:?}");
     assert!(e.to_string().contains("symbolic link"), "{e}");
+    // A trailing slash would make open(2) follow it despite O_NOFOLLOW.
+    let slash = PathBuf::from(format!("{}/", link.display()));
+    let e = check_runtime_dir(&slash).unwrap_err();
+    assert!(matches!(e, TrustError::Symlink { .. }), "{e:?}");
     let file = d.join("file");
     std::fs::write(&file, b"").unwrap();
     let e = check_runtime_dir(&file).unwrap_err();
