@@ -1,10 +1,19 @@
 //! A device root brings up serves every user, as the kernel's uverbs nodes
 //! (0666) do: an unprivileged user's ibv_rc_pingpong runs over it, but
 //! that user cannot stop the daemon; `rxu up --owner-only` keeps other
-//! users out with a clear error.
+//! users out with a clear error; a runtime dir another user planted, or a
+//! socket another user's process answers, gets nothing from a client.
 
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rxu_abi::proto::fdpass;
 
 use rxu_testkit::tools::Dev;
 use rxu_testkit::{bins, serial};
@@ -115,4 +124,303 @@ fn owner_only_devices_refuse_other_users() {
         .status()
         .unwrap();
     assert!(down.success());
+}
+
+// --- Planted runtime directories and fake daemons (issue 19 finding 5) ---
+//
+// Without RXU_RUNTIME_DIR or XDG_RUNTIME_DIR a user's runtime dir is
+// /tmp/rxu-<uid>, which any other user may create first. The victim here
+// is uid VICTIM running the client library (rxu-peer opens a verbs
+// context first thing); the attacker is nobody, listening on the socket
+// the victim would connect to and counting what it is sent.
+
+const VICTIM: u32 = 65532;
+const ATTACKER: u32 = 65534;
+
+fn victim_dir() -> PathBuf {
+    PathBuf::from(format!("/tmp/rxu-{VICTIM}"))
+}
+
+/// Removes a path whatever it is (a symlink, a dir, nothing).
+fn clear(p: &Path) {
+    if std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()) {
+        let _ = std::fs::remove_dir_all(p);
+    } else {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// What a fake daemon was sent.
+#[derive(Debug, Default)]
+struct Caught {
+    connections: usize,
+    bytes: usize,
+    fds: usize,
+}
+
+/// A listener made by `uid` (its SO_PEERCRED is that user's) at `sock`,
+/// after running `prepare` with that user's credentials (making a
+/// directory, a symlink); accepts and reads until stopped.
+struct FakeDaemon {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Caught>>,
+}
+
+impl FakeDaemon {
+    fn start(uid: u32, sock: PathBuf, prepare: impl FnOnce() + Send + 'static) -> FakeDaemon {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            // Raw syscalls change this thread's credentials only (glibc's
+            // wrappers would change every thread's); the thread ends with
+            // them.
+            // SAFETY: integer arguments only; the results are checked.
+            let ok = unsafe {
+                libc::syscall(libc::SYS_setresgid, uid, uid, uid) == 0
+                    && libc::syscall(libc::SYS_setresuid, uid, uid, uid) == 0
+            };
+            assert!(ok, "setresuid: {}", std::io::Error::last_os_error());
+            prepare();
+            let l = seqpacket_listener(&sock);
+            // Open to whoever connects, as an attacker leaves it.
+            std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+            tx.send(()).unwrap();
+            serve(&l, &flag)
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("fake daemon did not start");
+        FakeDaemon {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> Caught {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for FakeDaemon {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn seqpacket_listener(path: &Path) -> OwnedFd {
+    let flags = libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;
+    // SAFETY: socket takes integer arguments and returns a new fd or -1.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, flags, 0) };
+    assert!(fd >= 0);
+    // SAFETY: socket just returned fd; nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sockaddr_un is plain data; zero is a valid value.
+    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, &s) in sa.sun_path.iter_mut().zip(path.as_os_str().as_bytes()) {
+        *d = s as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: sa is a valid sockaddr_un of `len` bytes; fd is ours.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sa as *const libc::sockaddr_un).cast(),
+            len,
+        )
+    };
+    assert_eq!(
+        r,
+        0,
+        "bind {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: listen on a bound socket we own.
+    assert_eq!(unsafe { libc::listen(fd.as_raw_fd(), 8) }, 0);
+    fd
+}
+
+/// Accepts and reads (non-blocking, every 5 ms) until `stop`, at most 60 s.
+fn serve(l: &OwnedFd, stop: &AtomicBool) -> Caught {
+    let mut caught = Caught::default();
+    let mut conns: Vec<OwnedFd> = Vec::new();
+    let end = Instant::now() + Duration::from_secs(60);
+    while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+        // SAFETY: accept4 with null address pointers is allowed.
+        let c = unsafe {
+            libc::accept4(
+                l.as_raw_fd(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            )
+        };
+        if c >= 0 {
+            caught.connections += 1;
+            // SAFETY: accept4 returned a new fd that we now own.
+            conns.push(unsafe { OwnedFd::from_raw_fd(c) });
+        }
+        for c in &conns {
+            let mut buf = vec![0u8; 1 << 16];
+            if let Ok((n, fds)) = fdpass::recv_msg(c.as_fd(), &mut buf, libc::MSG_DONTWAIT) {
+                caught.bytes += n;
+                caught.fds += fds.len();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    caught
+}
+
+/// Runs the client library as VICTIM with no runtime-dir variables (as
+/// cron, `sudo -u` or a container would): it must fail to open rxu0 and
+/// say why; its output.
+fn victim_opens_device() -> String {
+    let dir = rxu_testkit::runtime::scratch_dir("victim-bin");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let peer = dir.join("rxu-peer");
+    std::fs::copy(env!("CARGO_BIN_EXE_rxu-peer"), &peer).unwrap();
+    std::fs::set_permissions(&peer, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new("setpriv")
+        .args([
+            &format!("--reuid={VICTIM}"),
+            &format!("--regid={VICTIM}"),
+            "--clear-groups",
+        ])
+        .arg(&peer)
+        .args([
+            "--device",
+            "rxu0",
+            "--role",
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--timeout", "5"])
+        .env_remove("RXU_RUNTIME_DIR")
+        .env_remove("XDG_RUNTIME_DIR")
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.status.success(),
+        "the victim's client went ahead: {text}"
+    );
+    assert!(text.contains("RESULT fail"), "{text}");
+    assert!(text.contains("open device"), "{text}");
+    text
+}
+
+fn needs_root_and_setpriv() -> bool {
+    if !rxu_testkit::is_root() || !rxu_testkit::have("setpriv") {
+        rxu_testkit::skip("needs root and setpriv");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn a_runtime_dir_another_user_made_is_refused() {
+    let _g = serial();
+    if !needs_root_and_setpriv() {
+        return;
+    }
+    let dir = victim_dir();
+    clear(&dir);
+    let d = dir.clone();
+    let fake = FakeDaemon::start(ATTACKER, dir.join("rxu0.sock"), move || {
+        std::fs::create_dir(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    });
+    let text = victim_opens_device();
+    let caught = fake.finish();
+    clear(&dir);
+    assert_eq!(caught.fds, 0, "the fake daemon was sent fds: {caught:?}");
+    assert_eq!(caught.connections, 0, "{caught:?}");
+    assert!(
+        text.contains(&format!("{} is owned by uid {ATTACKER}", dir.display())),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_symlinked_or_open_runtime_dir_is_refused() {
+    let _g = serial();
+    if !needs_root_and_setpriv() {
+        return;
+    }
+    let dir = victim_dir();
+    // A symbolic link the attacker made to a dir of its own.
+    clear(&dir);
+    let own = PathBuf::from(format!("/tmp/rxu-attacker-{}", std::process::id()));
+    clear(&own);
+    let (d, o) = (dir.clone(), own.clone());
+    let fake = FakeDaemon::start(ATTACKER, own.join("rxu0.sock"), move || {
+        std::fs::create_dir(&o).unwrap();
+        std::fs::set_permissions(&o, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink(&o, &d).unwrap();
+    });
+    let text = victim_opens_device();
+    let caught = fake.finish();
+    clear(&dir);
+    clear(&own);
+    assert_eq!((caught.connections, caught.fds), (0, 0), "{caught:?}");
+    assert!(text.contains("is a symbolic link"), "{text}");
+    // The victim's own dir, but writable by everyone: the attacker put
+    // its socket there.
+    std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::chown(&dir, Some(VICTIM), Some(VICTIM)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let fake = FakeDaemon::start(ATTACKER, dir.join("rxu0.sock"), || {});
+    let text = victim_opens_device();
+    let caught = fake.finish();
+    clear(&dir);
+    assert_eq!((caught.connections, caught.fds), (0, 0), "{caught:?}");
+    assert!(text.contains("is writable by others (mode 777)"), "{text}");
+}
+
+#[test]
+fn a_fake_daemon_in_a_sound_dir_gets_nothing() {
+    let _g = serial();
+    if !needs_root_and_setpriv() {
+        return;
+    }
+    // The victim's dir is sound (its own, 0700), but the socket in it is
+    // another user's listener (moved there: the attacker could not have
+    // created it, a stale path or a shared RXU_RUNTIME_DIR could).
+    let dir = victim_dir();
+    clear(&dir);
+    let own = PathBuf::from(format!("/tmp/rxu-attacker-{}", std::process::id()));
+    clear(&own);
+    let o = own.clone();
+    let fake = FakeDaemon::start(ATTACKER, own.join("fake.sock"), move || {
+        std::fs::create_dir(&o).unwrap();
+        std::fs::set_permissions(&o, std::fs::Permissions::from_mode(0o755)).unwrap();
+    });
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::rename(own.join("fake.sock"), dir.join("rxu0.sock")).unwrap();
+    std::os::unix::fs::chown(&dir, Some(VICTIM), Some(VICTIM)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let text = victim_opens_device();
+    let caught = fake.finish();
+    clear(&dir);
+    clear(&own);
+    // It connected (that is how it learnt who answers) and sent nothing.
+    assert_eq!((caught.bytes, caught.fds), (0, 0), "{caught:?}");
+    assert!(
+        text.contains(&format!("served by a process of uid {ATTACKER}")),
+        "{text}"
+    );
+    assert!(text.contains("nothing sent"), "{text}");
 }

@@ -390,3 +390,38 @@ fn without_root_up_says_so() {
         "{err}"
     );
 }
+
+/// `rxu up` refuses a runtime directory another user could have planted or
+/// may write (issue 19 finding 5), and makes a missing one itself with no
+/// write right for anyone else.
+#[test]
+fn up_refuses_a_runtime_dir_others_may_write_or_own() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(rt) = Rt::new("rtdir") else {
+        return;
+    };
+    let perm = |m| std::fs::Permissions::from_mode(m);
+    std::fs::set_permissions(&rt.dir, perm(0o777)).unwrap();
+    let err = rt.fails(&["up", "--addr", "127.0.3.8"]);
+    assert!(err.contains("is writable by others (mode 777)"), "{err}");
+    std::fs::set_permissions(&rt.dir, perm(0o755)).unwrap();
+    std::os::unix::fs::chown(&rt.dir, Some(65534), Some(65534)).unwrap();
+    let err = rt.fails(&["up", "--addr", "127.0.3.8"]);
+    assert!(err.contains("is owned by uid 65534"), "{err}");
+    std::os::unix::fs::chown(&rt.dir, Some(0), Some(0)).unwrap();
+    assert!(!rt.dir.join("rxu0.sock").exists());
+    // A symlink to a sound directory is refused too.
+    let real = rt.dir.join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = rt.dir.join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let out = Command::new(bins::rxu())
+        .args(["up", "--addr", "127.0.3.8"])
+        .env("RXU_RUNTIME_DIR", &link)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("is a symbolic link"), "{err}");
+    assert!(!real.join("rxu0.sock").exists());
+}

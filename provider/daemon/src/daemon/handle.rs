@@ -21,7 +21,7 @@ use super::objects::Objects;
 use super::port::Port;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::Mr;
-use super::{admin, advise, cq, mr, mw, qp, share, srq, sys, xrc};
+use super::{admin, advise, cq, fdcheck, mr, mw, qp, share, srq, sys, xrc};
 
 impl Device {
     /// Handles one request of session `id` (which must exist). `fds` are
@@ -83,6 +83,10 @@ impl Device {
     fn dispatch_cm(&mut self, id: u32, req: Request, fds: Vec<OwnedFd>) -> Handled {
         match req {
             Request::Cm(r) => {
+                let peer = self.objects.session_mut(id)?.pid;
+                for fd in &fds {
+                    fdcheck::event_socket(fd.as_fd(), peer, "the rdma_cm event channel")?;
+                }
                 let now = std::time::Instant::now();
                 let reply = self.cm.handle(now, id, r, fds, &self.port);
                 self.cm.flush(&mut self.endpoint);
@@ -346,8 +350,12 @@ fn cm_hello(objects: &mut Objects, id: u32, version: u32, pid: u32) -> Handled {
         );
     }
     let s = objects.session_mut(id)?;
-    if s.pid == 0 {
-        s.pid = pid;
+    // Identity is the pid SO_PEERCRED gave at accept; the claim is logged.
+    if s.pid != pid {
+        debug!(
+            "client {id}: CmHello says pid {pid}, the socket says {}",
+            s.pid
+        );
     }
     s.cm_only = true;
     s.ready = true;
@@ -381,13 +389,11 @@ fn hello(
     let max_inline = objects.attr().max_inline_data;
     let allow_own_mem = objects.allow_own_mem();
     let s = objects.session_mut(id)?;
-    if s.pid == 0 {
-        s.pid = pid;
-    } else if s.pid != pid {
-        debug!(
-            "client {id}: Hello says pid {pid}, the socket says {}",
-            s.pid
-        );
+    // Identity is the pid SO_PEERCRED gave at accept (0 when the daemon
+    // cannot see the client's process); the claim is only logged.
+    let peer = s.pid;
+    if peer != pid {
+        debug!("client {id}: Hello says pid {pid}, the socket says {peer}");
     }
     if admin {
         if !fds.is_empty() {
@@ -403,9 +409,8 @@ fn hello(
                     v.len()
                 ),
             })?;
-        if !sys::is_socket(async_sock.as_fd()) {
-            return refuse(libc::EINVAL, "the async event fd is not a socket");
-        }
+        fdcheck::event_socket(async_sock.as_fd(), peer, "the async event socket")?;
+        fdcheck::eventfd(bell.as_fd(), "the doorbell")?;
         let bell = Doorbell::from_fd(bell).map_err(|e| Refused {
             errno: libc::EINVAL,
             msg: format!("doorbell: {e}"),
@@ -413,6 +418,7 @@ fn hello(
         if !allow_own_mem && sys::is_own_mem(mem.as_fd()) {
             return refuse(libc::EINVAL, "the memory fd is the daemon's own");
         }
+        fdcheck::memory(mem.as_fd(), peer)?;
         s.async_sock = Some(async_sock);
         s.bell = Some(bell);
         endpoint.memory_mut().add_client(id, mem);

@@ -25,7 +25,7 @@ use rxu_abi::proto::Response;
 use super::log::{debug, info};
 use super::objects::Objects;
 use super::reply::{refuse, Handled, Reply};
-use super::sys;
+use super::{fdcheck, sys};
 
 /// The one fd a request carries.
 fn one_fd(fds: Vec<OwnedFd>, what: &str) -> Result<OwnedFd, super::reply::Refused> {
@@ -35,6 +35,7 @@ fn one_fd(fds: Vec<OwnedFd>, what: &str) -> Result<OwnedFd, super::reply::Refuse
             format!("{what} carries one fd (the cmd_fd), not {}", v.len()),
         )
     })?;
+    fdcheck::opened_file(fd.as_fd(), &format!("the cmd_fd of {what}"))?;
     Ok(fd)
 }
 
