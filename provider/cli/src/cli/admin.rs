@@ -28,6 +28,8 @@ pub enum AdminError {
     Refused { errno: i32, msg: String },
     #[error("unexpected reply to {0}")]
     Unexpected(&'static str),
+    #[error("a reply in pieces: {0}")]
+    Pieces(String),
 }
 
 /// A connected, greeted admin client.
@@ -66,8 +68,19 @@ impl AdminConn {
     }
 
     /// One request, one reply. `Response::Error` is returned as a reply,
-    /// not an error: callers decide what a refusal means.
+    /// not an error: callers decide what a refusal means. A reply too
+    /// large for one message (Status, Stats of many QPs) is fetched in
+    /// pieces and returned whole.
     pub fn call(&mut self, req: &Request) -> Result<Response, AdminError> {
+        let first = self.call_one(req)?;
+        proto::unchunk(
+            first,
+            |offset| self.call_one(&Request::Chunk { offset }),
+            AdminError::Pieces,
+        )
+    }
+
+    fn call_one(&mut self, req: &Request) -> Result<Response, AdminError> {
         let data = proto::encode(req)?;
         fdpass::send_msg(self.sock.as_fd(), &data, &[]).map_err(timeout_or_io)?;
         let mut buf = vec![0u8; proto::MAX_MSG];

@@ -16,6 +16,7 @@
 
 pub mod admin;
 pub mod advise;
+pub mod charge;
 pub mod cm;
 pub mod cm_join;
 pub mod completion;
@@ -34,6 +35,7 @@ pub mod netlink;
 pub mod objects;
 pub mod port;
 pub mod qp;
+pub mod quota;
 pub mod reply;
 pub mod session;
 pub mod setup;
@@ -101,6 +103,7 @@ pub fn run(cfg: Config) -> Result<(), DaemonError> {
     dev.port.set_node(cfg.node.clone());
     dev.port.set_all_addrs(cfg.all_addrs);
     dev.set_cm_timing(cfg.cm_timing);
+    dev.set_limits(cfg.limits.clone());
     // The port by the same rule rtnetlink events are judged by later.
     dev.refresh_port(false);
     let files = setup::RuntimeFiles::create(&cfg.name, cfg.all_users)?;
