@@ -7,6 +7,7 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 
+use rxu_abi::paths;
 use rxu_abi::proto::cm::{CmRequest, CmResponse};
 use rxu_abi::proto::{self, fdpass, Request, Response, MAX_MSG, PROTO_VERSION};
 
@@ -65,7 +66,20 @@ impl Daemons {
         let d = self.devs.get_mut(dev).ok_or(libc::ENODEV)?;
         if d.ctl.is_none() {
             let path = self.dir.join(format!("{}.sock", d.name));
-            let ctl = fdpass::connect_seqpacket(&path).map_err(|_| libc::ENODEV)?;
+            // The directory and the daemon's credentials are checked
+            // before anything (event sockets later) is sent: a socket
+            // another user planted gets nothing. The refusal is said once
+            // on stderr, as libibverbs reports a provider's refusals.
+            let ctl = paths::connect_trusted(&self.dir, &path).map_err(|e| {
+                if e.is_not_found() {
+                    return libc::ENODEV;
+                }
+                if let paths::TrustError::Io { .. } = e {
+                    return libc::ENODEV;
+                }
+                eprintln!("librxu-ucma: {e}");
+                e.errno()
+            })?;
             let hello = Request::CmHello {
                 version: PROTO_VERSION,
                 pid: std::process::id(),

@@ -69,12 +69,24 @@ pub struct DeviceStats {
     pub qps: Vec<(u32, Vec<Counter>)>,
 }
 
+/// Connects to device `name`'s daemon once its runtime directory and its
+/// credentials are checked (`paths::connect_trusted`): nothing, least of
+/// all this process's memory, goes to a socket another user planted.
 fn connect(name: &str) -> Result<OwnedFd> {
-    sock::connect_seqpacket(&paths::socket_path(name)).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
+    paths::connect_trusted(&paths::runtime_dir(), &paths::socket_path(name)).map_err(|e| match e {
+        paths::TrustError::Io { source, .. }
+            if matches!(
+                source.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+            ) =>
+        {
             Error::DeviceNotFound(name.to_string())
         }
-        _ => Error::Io(e),
+        paths::TrustError::Io { source, .. } => Error::Io(source),
+        e => Error::Untrusted {
+            errno: e.errno(),
+            msg: e.to_string(),
+        },
     })
 }
 

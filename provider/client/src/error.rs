@@ -20,6 +20,10 @@ pub enum Error {
     /// Nothing listens on the device's control socket.
     #[error("rxu device {0:?} not found: is it up? run `rxu up`")]
     DeviceNotFound(String),
+    /// The runtime directory or the daemon answering in it is not to be
+    /// trusted (`rxu_abi::paths::TrustError`): EACCES or EPERM.
+    #[error("{msg}")]
+    Untrusted { errno: i32, msg: String },
     /// The daemon closed the control connection.
     #[error("rxud closed the connection")]
     Disconnected,
@@ -51,6 +55,7 @@ impl Error {
             Error::Daemon { .. } => libc::EIO,
             Error::Protocol(_) => libc::EPROTO,
             Error::DeviceNotFound(_) => libc::ENODEV,
+            Error::Untrusted { errno, .. } => *errno,
             Error::Disconnected => libc::ENOTCONN,
             Error::DeviceFatal => libc::EIO,
             Error::Invalid(_) => libc::EINVAL,

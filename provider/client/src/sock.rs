@@ -6,7 +6,7 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
-pub use rxu_abi::proto::fdpass::{connect_seqpacket, seqpacket_pair, wait_readable};
+pub use rxu_abi::proto::fdpass::{seqpacket_pair, wait_readable};
 
 /// shutdown(SHUT_WR): readers of the peer end get EOF once drained.
 pub fn shutdown_write(fd: std::os::fd::RawFd) {

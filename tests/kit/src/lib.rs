@@ -15,12 +15,15 @@
 //!   `rxu up` (root);
 //! - [`surface`]: the verbs surface dump of `tests/c/verbs_surface`
 //!   compared with kernel rxe's, under the table of documented differences;
+//! - [`hostile`]: what a hostile-client test measures: a bystander
+//!   ping-pong that keeps completing, the daemon's fd count and RSS;
 //! - [`skip`]: the one way a test says it cannot run on this machine.
 //!
 //! Every wait is bounded, every child is killed when its handle drops.
 
 pub mod bins;
 pub mod daemon;
+pub mod hostile;
 pub mod process;
 pub mod runtime;
 pub mod skip;

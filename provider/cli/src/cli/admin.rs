@@ -9,6 +9,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
 
+use rxu_abi::paths;
 use rxu_abi::proto::{self, fdpass, PortAttr, ProtoError, Request, Response};
 
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +27,9 @@ pub enum AdminError {
     Timeout,
     #[error("the daemon refused: {msg} (errno {errno})")]
     Refused { errno: i32, msg: String },
+    /// The runtime directory or the daemon in it is not to be trusted.
+    #[error("{0}")]
+    Untrusted(#[from] paths::TrustError),
     #[error("unexpected reply to {0}")]
     Unexpected(&'static str),
     #[error("a reply in pieces: {0}")]
@@ -43,13 +47,21 @@ pub struct AdminConn {
 impl AdminConn {
     /// Connects to `path` and says Hello; `timeout` bounds each send and
     /// each reply.
+    /// The socket's directory and the daemon's credentials are checked
+    /// first (`paths::check_runtime_dir`, `check_daemon_peer`).
     pub fn connect(path: &Path, timeout: Duration) -> Result<AdminConn, AdminError> {
-        let sock = connect_seqpacket(path, timeout).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
-                AdminError::NotRunning(path.display().to_string())
+        let not_running = || AdminError::NotRunning(path.display().to_string());
+        if let Some(dir) = path.parent() {
+            match paths::check_runtime_dir(dir) {
+                Err(e) if e.is_not_found() => return Err(not_running()),
+                r => r?,
             }
+        }
+        let sock = connect_seqpacket(path, timeout).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => not_running(),
             _ => AdminError::Io(e),
         })?;
+        paths::check_daemon_peer(sock.as_fd(), path)?;
         let mut conn = AdminConn {
             sock,
             device: String::new(),

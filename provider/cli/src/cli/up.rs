@@ -367,14 +367,33 @@ fn writable(dir: &Path) -> bool {
 }
 
 fn create_runtime_dir(rt: &Path) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    if rt.is_dir() {
-        return Ok(());
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if fs::symlink_metadata(rt).is_err() {
+        if let Some(parent) = rt.parent() {
+            fs::create_dir_all(parent)
+                .map_err(CliError::io(format!("creating {}", parent.display())))?;
+        }
+        // Root's tree is read by clients of every user (the sockets guard
+        // themselves); a user's is that user's alone. The umask can only
+        // narrow these.
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let mode = if unsafe { libc::geteuid() } == 0 {
+            0o755
+        } else {
+            0o700
+        };
+        match fs::DirBuilder::new().mode(mode).create(rt) {
+            // Set again: the umask may have narrowed it.
+            Ok(()) => fs::set_permissions(rt, fs::Permissions::from_mode(mode))
+                .map_err(CliError::io(format!("chmod {}", rt.display())))?,
+            // Made meanwhile by someone else: checked below like any.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(CliError::io(format!("creating {}", rt.display()))(e)),
+        }
     }
-    fs::create_dir_all(rt).map_err(CliError::io(format!("creating {}", rt.display())))?;
-    // Clients of any user read the tree; the sockets guard themselves.
-    fs::set_permissions(rt, fs::Permissions::from_mode(0o755))
-        .map_err(CliError::io(format!("chmod {}", rt.display())))
+    // An existing one (or one made meanwhile) must be ours or root's,
+    // writable by nobody else, not a symbolic link.
+    rxu_abi::paths::check_runtime_dir(rt).map_err(|e| CliError::Daemon(e.to_string()))
 }
 
 /// Refuses a name whose daemon answers (or lives), and cleans what a dead

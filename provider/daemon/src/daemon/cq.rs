@@ -11,10 +11,10 @@ use rxu_abi::ring::Ring;
 
 use super::completion::{cq_geometry, deliver_cq};
 use super::device::Device;
+use super::fdcheck;
 use super::objects::{DeviceCqs, Objects};
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::{event, Cq};
-use super::sys;
 
 /// What a `CreateCq` request asks for.
 pub(super) struct NewCq {
@@ -55,8 +55,12 @@ pub(super) fn create(objects: &mut Objects, id: u32, new: NewCq, fds: Vec<OwnedF
         (true, 1) => {
             let fd = fds.into_iter().next();
             match fd {
-                Some(fd) if sys::is_socket(fd.as_fd()) => Some(fd),
-                _ => return refuse(libc::EINVAL, "the completion channel fd is not a socket"),
+                Some(fd) => {
+                    let peer = objects.session_mut(id)?.pid;
+                    fdcheck::event_socket(fd.as_fd(), peer, "the completion channel")?;
+                    Some(fd)
+                }
+                None => return refuse(libc::EINVAL, "a channel CQ carries exactly one fd"),
             }
         }
         _ => return refuse(libc::EINVAL, "a channel CQ carries exactly one fd"),

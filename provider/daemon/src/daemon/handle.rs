@@ -23,7 +23,7 @@ use super::port::Port;
 use super::quota::Kind;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::Mr;
-use super::{admin, advise, charge, cq, mr, mw, qp, share, srq, sys, xrc};
+use super::{admin, advise, charge, cq, fdcheck, mr, mw, qp, share, srq, sys, xrc};
 
 impl Device {
     /// Handles one request of session `id` (which must exist). `fds` are
@@ -85,6 +85,10 @@ impl Device {
     fn dispatch_cm(&mut self, id: u32, req: Request, fds: Vec<OwnedFd>) -> Handled {
         match req {
             Request::Cm(r) => {
+                let peer = self.objects.session_mut(id)?.pid;
+                for fd in &fds {
+                    fdcheck::event_socket(fd.as_fd(), peer, "the rdma_cm event channel")?;
+                }
                 // Ids, joins and channels as the CM counts them (incoming
                 // connection requests make ids too), then the new one.
                 self.sync_cm_quota(id);
@@ -379,8 +383,12 @@ fn cm_hello(objects: &mut Objects, id: u32, version: u32, pid: u32) -> Handled {
         );
     }
     let s = objects.session_mut(id)?;
-    if s.pid == 0 {
-        s.pid = pid;
+    // Identity is the pid SO_PEERCRED gave at accept; the claim is logged.
+    if s.pid != pid {
+        debug!(
+            "client {id}: CmHello says pid {pid}, the socket says {}",
+            s.pid
+        );
     }
     s.cm_only = true;
     s.ready = true;
@@ -416,13 +424,11 @@ fn hello(
     let max_inline = objects.attr().max_inline_data;
     let allow_own_mem = objects.allow_own_mem();
     let s = objects.session_mut(id)?;
-    if s.pid == 0 {
-        s.pid = pid;
-    } else if s.pid != pid {
-        debug!(
-            "client {id}: Hello says pid {pid}, the socket says {}",
-            s.pid
-        );
+    // Identity is the pid SO_PEERCRED gave at accept (0 when the daemon
+    // cannot see the client's process); the claim is only logged.
+    let peer = s.pid;
+    if peer != pid {
+        debug!("client {id}: Hello says pid {pid}, the socket says {peer}");
     }
     if admin {
         if !fds.is_empty() {
@@ -438,9 +444,8 @@ fn hello(
                     v.len()
                 ),
             })?;
-        if !sys::is_socket(async_sock.as_fd()) {
-            return refuse(libc::EINVAL, "the async event fd is not a socket");
-        }
+        fdcheck::event_socket(async_sock.as_fd(), peer, "the async event socket")?;
+        fdcheck::eventfd(bell.as_fd(), "the doorbell")?;
         let bell = Doorbell::from_fd(bell).map_err(|e| Refused {
             errno: libc::EINVAL,
             msg: format!("doorbell: {e}"),
@@ -448,6 +453,7 @@ fn hello(
         if !allow_own_mem && sys::is_own_mem(mem.as_fd()) {
             return refuse(libc::EINVAL, "the memory fd is the daemon's own");
         }
+        fdcheck::memory(mem.as_fd(), peer)?;
         s.async_sock = Some(async_sock);
         s.bell = Some(bell);
         endpoint.memory_mut().add_client(id, mem);

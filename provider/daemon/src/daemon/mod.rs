@@ -7,7 +7,8 @@
 //! Modules: `setup` (start-up: facts, engine bind errors, runtime
 //! files), `event_loop` (the single-threaded loop and its spin policy),
 //! `device` (the device: its parts `objects`, `port`, the engine and
-//! `counters`), `handle` (dispatch) and `cq`, `srq`, `qp`, `mr`, `mw`, `admin` (the
+//! `counters`), `handle` (dispatch), `fdcheck` (what every fd a client
+//! passes must be: its own memory, its own socket pairs) and `cq`, `srq`, `qp`, `mr`, `mw`, `admin` (the
 //! requests, each a function of the parts it needs; `reply` is what they
 //! return), `datapath` (rings <-> engine), `wqe` (slot validation),
 //! `session` (per-client objects), `share` (contexts imported with
@@ -25,6 +26,7 @@ pub mod cq;
 pub mod datapath;
 pub mod device;
 pub mod event_loop;
+pub mod fdcheck;
 pub mod handle;
 pub mod link;
 pub mod log;

@@ -26,7 +26,7 @@ use super::log::{debug, info};
 use super::objects::Objects;
 use super::quota::Kind;
 use super::reply::{refuse, Handled, Reply};
-use super::sys;
+use super::{fdcheck, sys};
 
 /// The one fd a request carries.
 fn one_fd(fds: Vec<OwnedFd>, what: &str) -> Result<OwnedFd, super::reply::Refused> {
@@ -36,6 +36,7 @@ fn one_fd(fds: Vec<OwnedFd>, what: &str) -> Result<OwnedFd, super::reply::Refuse
             format!("{what} carries one fd (the cmd_fd), not {}", v.len()),
         )
     })?;
+    fdcheck::opened_file(fd.as_fd(), &format!("the cmd_fd of {what}"))?;
     Ok(fd)
 }
 

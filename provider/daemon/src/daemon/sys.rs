@@ -280,6 +280,50 @@ pub fn is_socket(fd: BorrowedFd<'_>) -> bool {
     r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK
 }
 
+/// The file status flags of `fd` (F_GETFL: access mode, O_PATH, ...).
+pub fn fd_flags(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
+    // SAFETY: fcntl(F_GETFL) on an fd open for the call; integer result.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })
+}
+
+fn sock_int(fd: BorrowedFd<'_>, opt: libc::c_int) -> io::Result<libc::c_int> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: v and len are valid for getsockopt to fill (an int option).
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            opt,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(v)
+}
+
+/// A socket's address family and type (SO_DOMAIN, SO_TYPE).
+pub fn socket_kind(fd: BorrowedFd<'_>) -> io::Result<(libc::c_int, libc::c_int)> {
+    Ok((sock_int(fd, libc::SO_DOMAIN)?, sock_int(fd, libc::SO_TYPE)?))
+}
+
+/// Whether a Unix socket's peer has no address (a `socketpair` end, not
+/// a connection to a listening socket); ENOTCONN when it has no peer.
+pub fn peer_unnamed(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    // SAFETY: sockaddr_un is plain data; zero is a valid value.
+    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: sa and len describe a buffer getpeername may fill.
+    cvt(unsafe {
+        libc::getpeername(
+            fd.as_raw_fd(),
+            (&mut sa as *mut libc::sockaddr_un).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(len as usize <= std::mem::size_of::<libc::sa_family_t>())
+}
+
 /// The device and inode of the file `fd` is open on (what names a shared
 /// XRC domain).
 pub fn file_id(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {

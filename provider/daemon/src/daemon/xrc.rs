@@ -16,7 +16,7 @@ use super::objects::{DeviceCqs, Objects};
 use super::port::Port;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::Qp;
-use super::sys;
+use super::{fdcheck, sys};
 
 /// `ibv_open_xrcd`: with a file, the domain it names (or a new one with
 /// O_CREAT); without, a private one.
@@ -27,10 +27,13 @@ pub(super) fn open(objects: &mut Objects, id: u32, oflags: u32, fds: Vec<OwnedFd
     }
     let file = match fds.first() {
         None => None,
-        Some(fd) => Some(sys::file_id(fd.as_fd()).map_err(|e| Refused {
-            errno: libc::EBADF,
-            msg: format!("the XRC domain's file: {e}"),
-        })?),
+        Some(fd) => Some({
+            fdcheck::opened_file(fd.as_fd(), "the XRC domain's file")?;
+            sys::file_id(fd.as_fd()).map_err(|e| Refused {
+                errno: libc::EBADF,
+                msg: format!("the XRC domain's file: {e}"),
+            })?
+        }),
     };
     let create = oflags & libc::O_CREAT as u32 != 0;
     let excl = oflags & libc::O_EXCL as u32 != 0;

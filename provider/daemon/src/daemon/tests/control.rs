@@ -45,8 +45,13 @@ fn hello_first_version_checked_admin_limited() {
     // The daemon's own memory is not a client's to hand over (the test
     // process plays the daemon here).
     dev.objects.set_allow_own_mem(false);
-    let id = dev.connect(1);
-    let own: OwnedFd = std::fs::File::open("/proc/self/mem").unwrap().into();
+    let id = dev.connect(std::process::id());
+    let own: OwnedFd = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/proc/self/mem")
+        .unwrap()
+        .into();
     let (_rd, wr) = seqpacket_pair();
     let bell: OwnedFd = Doorbell::new().unwrap().into();
     let r = dev.handle(
@@ -356,5 +361,62 @@ fn create_qp_checks_and_grants_caps() {
     {
         Response::Qp { cap, .. } => assert_eq!(cap.max_inline_data, 64),
         r => panic!("{r:?}"),
+    }
+}
+
+/// Identity, not type: fds of the right kind that are not the client's
+/// (a socket pair another process made, another process's memory) are
+/// refused with EPERM and the session closes.
+#[test]
+fn hello_checks_fds_against_the_socket_peer() {
+    let mut dev = device(14);
+    let hello = Request::Hello {
+        version: PROTO_VERSION,
+        pid: 1,
+        admin: false,
+    };
+    let mem = || -> OwnedFd {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/proc/self/mem")
+            .unwrap()
+            .into()
+    };
+    // The socket says the client is pid 1: our socket pair is not its.
+    let id = dev.connect(1);
+    let (_rd, wr) = seqpacket_pair();
+    let bell: OwnedFd = Doorbell::new().unwrap().into();
+    let r = dev.handle(id, hello.clone(), vec![mem(), wr, bell]);
+    assert!(r.close);
+    match r.resp {
+        Response::Error { errno, msg } => {
+            assert_eq!(errno, libc::EPERM);
+            assert!(msg.contains("not by the client (pid 1)"), "{msg}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Our socket pair, but a file of ours as our memory.
+    let id = dev.connect(std::process::id());
+    let (_rd, wr) = seqpacket_pair();
+    let bell: OwnedFd = Doorbell::new().unwrap().into();
+    let path = std::env::temp_dir().join(format!("rxu-notmem-{}", std::process::id()));
+    let file: OwnedFd = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap()
+        .into();
+    let _ = std::fs::remove_file(&path);
+    let r = dev.handle(id, hello, vec![file, wr, bell]);
+    assert!(r.close);
+    match r.resp {
+        Response::Error { errno, msg } => {
+            assert_eq!(errno, libc::EPERM);
+            assert!(msg.contains("is not /proc/"), "{msg}");
+        }
+        other => panic!("{other:?}"),
     }
 }
