@@ -110,21 +110,21 @@ fn attacks() -> Vec<Attack> {
         Attack {
             kind: "pds",
             per_session: 6,
-            per_uid: 20,
+            per_uid: 10,
             unit: 1,
             make: |a, _| Ok(Box::new(Pd::alloc(&a.ctx)?)),
         },
         Attack {
             kind: "cqs",
             per_session: 6,
-            per_uid: 20,
+            per_uid: 12,
             unit: 1,
             make: |a, _| Ok(Box::new(Cq::create(&a.ctx, 1, 0, None, 0)?)),
         },
         Attack {
             kind: "cq_depth",
             per_session: 4 * 1023 + 1,
-            per_uid: 14 * 1023,
+            per_uid: 6650,
             unit: 1023,
             make: |a, _| Ok(Box::new(Cq::create(&a.ctx, 1000, 0, None, 0)?)),
         },
@@ -138,36 +138,36 @@ fn attacks() -> Vec<Attack> {
         Attack {
             kind: "mrs",
             per_session: 6,
-            per_uid: 20,
+            per_uid: 10,
             unit: 1,
             make: |a, _| Ok(Box::new(MrBuf::new(&a.pd, 64, ALL_ACCESS)?)),
         },
         Attack {
             kind: "mr_bytes",
             per_session: 4 << 20,
-            per_uid: (12 << 20) + 4096,
+            per_uid: (6 << 20) + 4096,
             unit: 1 << 20,
             make: |a, _| Ok(Box::new(MrBuf::new(&a.pd, 1 << 20, ALL_ACCESS)?)),
         },
         Attack {
             kind: "qps",
             per_session: 6,
-            per_uid: 12,
+            per_uid: 10,
             unit: 1,
             make: |a, _| Ok(Box::new(small_qp(a, 1)?)),
         },
         Attack {
             kind: "wqes",
             per_session: 4 * 1001 + 10,
-            per_uid: 14 * 1001,
+            per_uid: 6300,
             unit: 1001,
             make: |a, _| Ok(Box::new(small_qp(a, 1000)?)),
         },
         Attack {
             // Completion channel sockets (after the 3 fds of Hello).
             kind: "fds",
-            per_session: 3 + 6,
-            per_uid: 30,
+            per_session: 3 + 4,
+            per_uid: 15,
             unit: 1,
             make: |a, _| {
                 let ch = CompChannel::new()?;
@@ -515,15 +515,15 @@ fn a_cq_that_is_never_polled_overruns_instead_of_growing() {
         opts.rnr_retry = 0;
         s.connect(es.psn, &er, &opts).unwrap();
         r.connect(er.psn, &es, &opts).unwrap();
-        let wrs: Vec<RecvWr> = (0..64).map(|n| RecvWr::new(n, &[dst.sge(0, 64)])).collect();
+        let sge = [dst.sge(0, 64)];
+        let wrs: Vec<RecvWr> = (0..64).map(|n| RecvWr::new(n, &sge)).collect();
         r.post_recv(&wrs).unwrap();
         pairs.push((s, r));
     }
     // 8 x 64 sends: 512 receive completions for a CQ of 8 (+ 8 behind).
+    let sge = [src.sge(0, 64)];
     for (s, _) in &pairs {
-        let wrs: Vec<SendWr> = (0..64)
-            .map(|n| SendWr::send(n, &[src.sge(0, 64)]).signaled())
-            .collect();
+        let wrs: Vec<SendWr> = (0..64).map(|n| SendWr::send(n, &sge).signaled()).collect();
         s.post_send(&wrs).unwrap();
     }
     // The sender polls its own CQ: every send completes (its peer
@@ -588,7 +588,7 @@ fn stats_and_status_work_with_1000_qps() {
     let status = d.status();
     let mine: usize = status.clients.iter().map(|c| c.qps.len()).sum();
     assert_eq!(mine, 1000);
-    let out = d.rxu(&["stats"]);
+    let out = d.rxu(&["stats", "--name", &d.name]);
     assert!(
         out.lines().count() > 1000,
         "rxu stats: {} lines",

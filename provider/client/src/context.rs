@@ -368,9 +368,21 @@ fn exchange(
     fds: &[BorrowedFd<'_>],
 ) -> Result<(Response, Vec<OwnedFd>)> {
     let bytes = proto::encode(req)?;
-    fdpass::send_msg(ctl, &bytes, fds).map_err(disconnected)?;
     let mut buf = vec![0u8; MAX_MSG];
-    let (n, rfds) = fdpass::recv_msg(ctl, &mut buf, 0).map_err(disconnected)?;
+    // A daemon that refuses a connection (its user's quota of
+    // connections is used up) says why and closes before the Hello
+    // arrives: the send fails, the reason is still to be read.
+    let flags = match fdpass::send_msg(ctl, &bytes, fds) {
+        Ok(()) => 0,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE | libc::ECONNRESET)) => {
+            libc::MSG_DONTWAIT
+        }
+        Err(e) => return Err(disconnected(e)),
+    };
+    let (n, rfds) = fdpass::recv_msg(ctl, &mut buf, flags).map_err(|e| match flags {
+        0 => disconnected(e),
+        _ => Error::Disconnected,
+    })?;
     if n == 0 {
         return Err(Error::Disconnected);
     }

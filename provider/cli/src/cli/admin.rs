@@ -94,9 +94,23 @@ impl AdminConn {
 
     fn call_one(&mut self, req: &Request) -> Result<Response, AdminError> {
         let data = proto::encode(req)?;
-        fdpass::send_msg(self.sock.as_fd(), &data, &[]).map_err(timeout_or_io)?;
+        // A daemon refusing the connection (its user's share of
+        // connections is used up) says why and closes: read the reason.
+        let flags = match fdpass::send_msg(self.sock.as_fd(), &data, &[]) {
+            Ok(()) => 0,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE | libc::ECONNRESET)) => {
+                libc::MSG_DONTWAIT
+            }
+            Err(e) => return Err(timeout_or_io(e)),
+        };
         let mut buf = vec![0u8; proto::MAX_MSG];
-        let (n, _fds) = fdpass::recv_msg(self.sock.as_fd(), &mut buf, 0).map_err(timeout_or_io)?;
+        let (n, _fds) = fdpass::recv_msg(self.sock.as_fd(), &mut buf, flags).map_err(|e| {
+            if flags == 0 {
+                timeout_or_io(e)
+            } else {
+                AdminError::Closed
+            }
+        })?;
         if n == 0 {
             return Err(AdminError::Closed);
         }

@@ -323,6 +323,17 @@ impl Daemon {
                     if let Ok(bytes) = proto::encode(&resp) {
                         let _ = fdpass::send_msg(sock.as_fd(), &bytes, &[]);
                     }
+                    // Closed with its Hello unread, the client's read would
+                    // see ECONNRESET instead of the reason: read it first
+                    // (bounded; its fds are closed with it).
+                    for _ in 0..4 {
+                        if !matches!(
+                            fdpass::recv_msg(sock.as_fd(), &mut self.msg, libc::MSG_DONTWAIT),
+                            Ok((n, _)) if n > 0
+                        ) {
+                            break;
+                        }
+                    }
                     continue;
                 }
             };

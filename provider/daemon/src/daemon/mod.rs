@@ -11,7 +11,8 @@
 //! passes must be: its own memory, its own socket pairs) and `cq`, `srq`, `qp`, `mr`, `mw`, `admin` (the
 //! requests, each a function of the parts it needs; `reply` is what they
 //! return), `datapath` (rings <-> engine), `wqe` (slot validation),
-//! `session` (per-client objects), `share` (contexts imported with
+//! `session` (per-client objects), `quota` and `charge` (per-client and
+//! per-uid limits, what each request takes), `share` (contexts imported with
 //! `ibv_import_device` and their PDs and MRs), `netlink`, `link` and
 //! `port` (port 1 follows its netdev).
 
