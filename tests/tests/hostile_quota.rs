@@ -510,9 +510,11 @@ fn a_cq_that_is_never_polled_overruns_instead_of_growing() {
             psn: 200 + i,
             gid,
         };
-        let mut opts = ConnectOpts::default();
-        opts.retry_cnt = 0;
-        opts.rnr_retry = 0;
+        let opts = ConnectOpts {
+            retry_cnt: 0,
+            rnr_retry: 0,
+            ..Default::default()
+        };
         s.connect(es.psn, &er, &opts).unwrap();
         r.connect(er.psn, &es, &opts).unwrap();
         let sge = [dst.sge(0, 64)];

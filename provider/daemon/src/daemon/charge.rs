@@ -70,11 +70,7 @@ pub fn before(o: &Objects, id: u32, req: &Request) -> Result<Pending, Refused> {
             }
         }
         Request::AllocMw { .. } => p.take(id, Kind::Mrs, 1),
-        Request::DeallocMw { mw } => {
-            if s.mws.contains_key(mw) {
-                p.give(id, Kind::Mrs, 1);
-            }
-        }
+        Request::DeallocMw { mw } if s.mws.contains_key(mw) => p.give(id, Kind::Mrs, 1),
         Request::CreateCq { cqe, channel, .. } => {
             p.take(id, Kind::Cqs, 1);
             p.take(id, Kind::CqDepth, u64::from(cq_geometry(*cqe).1));
@@ -140,10 +136,8 @@ pub fn before(o: &Objects, id: u32, req: &Request) -> Result<Pending, Refused> {
             }
         }
         Request::OpenXrcd { .. } => p.take(id, Kind::Xrcds, 1),
-        Request::CloseXrcd { xrcd } => {
-            if o.xrcds.opens_of(id, *xrcd) > 0 {
-                p.give(id, Kind::Xrcds, 1);
-            }
+        Request::CloseXrcd { xrcd } if o.xrcds.opens_of(id, *xrcd) > 0 => {
+            p.give(id, Kind::Xrcds, 1);
         }
         // The cmd_fd copy the daemon keeps (a second one replaces it).
         Request::BindCmdFd | Request::ImportContext if s.cmd_file.is_none() => {
