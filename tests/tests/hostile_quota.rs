@@ -8,7 +8,8 @@
 //! Also: connections that never say Hello are closed after the timeout
 //! and capped per uid; a client that never polls its CQ while its QPs
 //! receive loses completions (CQ_ERR, QPs in error) instead of growing
-//! the daemon; `rxu stats` / `rxu status` work with 1000 QPs.
+//! the daemon; `rxu stats` / `rxu status` work with 1000 QPs; rxud out
+//! of descriptors rests its listener and logs it once.
 //!
 //! The limits are set small on the daemon's command line (`--limit`), so
 //! each attack is quick; the defaults and their reasons are in
@@ -604,4 +605,59 @@ fn stats_and_status_work_with_1000_qps() {
     assert_eq!(qp_lines, 1000, "{out}");
     assert!(out.contains("limits (per client / per uid)"), "{out}");
     drop(qps);
+}
+
+/// Sets process `pid`'s soft RLIMIT_NOFILE (keeping the hard one);
+/// returns the old soft limit.
+fn set_nofile(pid: u32, soft: u64) -> u64 {
+    // SAFETY: rlimit is plain data; prlimit reads `new` and writes `old`.
+    unsafe {
+        let mut old: libc::rlimit = std::mem::zeroed();
+        assert_eq!(
+            libc::prlimit(pid as i32, libc::RLIMIT_NOFILE, std::ptr::null(), &mut old),
+            0
+        );
+        let new = libc::rlimit {
+            rlim_cur: soft,
+            rlim_max: old.rlim_max,
+        };
+        assert_eq!(
+            libc::prlimit(pid as i32, libc::RLIMIT_NOFILE, &new, std::ptr::null_mut()),
+            0,
+            "prlimit: {}",
+            std::io::Error::last_os_error()
+        );
+        old.rlim_cur
+    }
+}
+
+/// rxud out of descriptors: accept fails with EMFILE; the daemon rests
+/// its listener (one log line, not one every 20 us), keeps serving the
+/// clients it has, and accepts again once descriptors are free.
+#[test]
+fn accept_out_of_fds_backs_off_and_logs_once() {
+    let _g = serial();
+    let d = Daemon::spawn("rxuq6", Ipv4Addr::new(127, 0, 16, 7))
+        .args(&["--limit", "hello_timeout_ms=60000"])
+        .start();
+    let by = Bystander::start(&d.name);
+    let base = steady_fd_count(d.pid());
+    let old = set_nofile(d.pid(), base as u64 + 2);
+    // Connections queue in the listener's backlog; rxud takes two.
+    let conns: Vec<Conn> = (0..8).map(|_| Conn::open(&d)).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let log = d.log_text();
+    let failures = log.lines().filter(|l| l.contains("accept:")).count();
+    assert_eq!(failures, 1, "accept failures logged:\n{log}");
+    set_nofile(d.pid(), old);
+    drop(conns);
+    // Served again (the listener is retried every 100 ms).
+    let ctx = d.open();
+    drop(ctx);
+    assert!(
+        d.log_text().contains("accept works again"),
+        "{}",
+        d.log_text()
+    );
+    by.finish().assert_served(GAP);
 }
