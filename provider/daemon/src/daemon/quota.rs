@@ -36,6 +36,7 @@ pub enum Kind {
     /// them are sized from it).
     CqDepth,
     Srqs,
+    /// Memory regions and memory windows (both are key table entries).
     Mrs,
     /// Registered bytes (saturating: an implicit ODP region is 2^64 - 1).
     MrBytes,
