@@ -172,7 +172,11 @@ impl Sequence {
         while let Some(op) = inp.byte() {
             match op % 16 {
                 0 if k.sessions.len() < 4 => {
-                    k.sessions.push(self.dev.connect(std::process::id()));
+                    // SAFETY: geteuid has no preconditions and cannot fail.
+                    let uid = unsafe { libc::geteuid() };
+                    if let Ok(id) = self.dev.connect_as(std::process::id(), uid) {
+                        k.sessions.push(id);
+                    }
                 }
                 1 => {
                     let id = inp.pick(&k.sessions);

@@ -14,8 +14,8 @@ use super::sock;
 use super::watch::{Health, Watcher};
 use rxu_abi::paths;
 use rxu_abi::proto::{
-    self, fdpass, ClientStatus, Counter, DeviceAttr, PortAttr, Request, Response, MAX_MSG,
-    PROTO_VERSION,
+    self, fdpass, ClientStatus, Counter, DeviceAttr, PortAttr, QuotaLimit, Request, Response,
+    UidUse, MAX_MSG, PROTO_VERSION,
 };
 use rxu_abi::ring::Doorbell;
 
@@ -57,6 +57,9 @@ pub struct DeviceStatus {
     pub addrs: Vec<String>,
     pub netdev: String,
     pub clients: Vec<ClientStatus>,
+    /// The daemon's quota kinds and limits, and what each uid holds.
+    pub limits: Vec<QuotaLimit>,
+    pub uids: Vec<UidUse>,
 }
 
 /// What `Request::Stats` returns.
@@ -187,6 +190,16 @@ impl Context {
 
     /// Sends one request and waits for its reply; a daemon error becomes
     /// [`Error::Daemon`]. Returns the reply and the fds that came with it.
+    /// A request whose reply may come in pieces (Status, Stats).
+    fn call_large(&self, req: &Request) -> Result<Response> {
+        let first = self.call(req, &[])?.0;
+        proto::unchunk(
+            first,
+            |offset| Ok(self.call(&Request::Chunk { offset }, &[])?.0),
+            Error::Protocol,
+        )
+    }
+
     pub fn call(&self, req: &Request, fds: &[BorrowedFd<'_>]) -> Result<(Response, Vec<OwnedFd>)> {
         if self.is_dead() {
             return Err(Error::DeviceFatal);
@@ -260,17 +273,21 @@ impl Context {
 
     /// Devices, clients and QPs (`rxu status`).
     pub fn status(&self) -> Result<DeviceStatus> {
-        match self.call(&Request::Status, &[])?.0 {
+        match self.call_large(&Request::Status)? {
             Response::Status {
                 device,
                 addrs,
                 netdev,
                 clients,
+                limits,
+                uids,
             } => Ok(DeviceStatus {
                 device,
                 addrs,
                 netdev,
                 clients,
+                limits,
+                uids,
             }),
             other => Err(unexpected("Status", &other)),
         }
@@ -278,7 +295,7 @@ impl Context {
 
     /// Counters (`rxu stats`).
     pub fn stats(&self) -> Result<DeviceStats> {
-        match self.call(&Request::Stats, &[])?.0 {
+        match self.call_large(&Request::Stats)? {
             Response::Stats { device, qps } => Ok(DeviceStats { device, qps }),
             other => Err(unexpected("Stats", &other)),
         }
@@ -351,9 +368,21 @@ fn exchange(
     fds: &[BorrowedFd<'_>],
 ) -> Result<(Response, Vec<OwnedFd>)> {
     let bytes = proto::encode(req)?;
-    fdpass::send_msg(ctl, &bytes, fds).map_err(disconnected)?;
     let mut buf = vec![0u8; MAX_MSG];
-    let (n, rfds) = fdpass::recv_msg(ctl, &mut buf, 0).map_err(disconnected)?;
+    // A daemon that refuses a connection (its user's quota of
+    // connections is used up) says why and closes before the Hello
+    // arrives: the send fails, the reason is still to be read.
+    let flags = match fdpass::send_msg(ctl, &bytes, fds) {
+        Ok(()) => 0,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE | libc::ECONNRESET)) => {
+            libc::MSG_DONTWAIT
+        }
+        Err(e) => return Err(disconnected(e)),
+    };
+    let (n, rfds) = fdpass::recv_msg(ctl, &mut buf, flags).map_err(|e| match flags {
+        0 => disconnected(e),
+        _ => Error::Disconnected,
+    })?;
     if n == 0 {
         return Err(Error::Disconnected);
     }

@@ -163,6 +163,11 @@ pub enum Request {
     Status,
     /// Counters, for `rxu stats`.
     Stats,
+    /// The bytes from `offset` on of the last reply that came as a
+    /// [`Response::Chunk`] (too large for one message).
+    Chunk {
+        offset: u64,
+    },
     /// Stop the daemon; refused while clients are open unless `force`.
     Shutdown {
         force: bool,
@@ -347,6 +352,23 @@ pub struct ClientStatus {
     pub qps: Vec<QpStatus>,
     /// rdma_cm ids (clients of the ucma emulator).
     pub cm_ids: Vec<cm::CmIdStatus>,
+    /// SO_PEERCRED's uid of the connection.
+    pub uid: u32,
+}
+
+/// One kind of the daemon's per-client and per-uid quota.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuotaLimit {
+    pub name: String,
+    pub per_session: u64,
+    pub per_uid: u64,
+}
+
+/// What one uid holds, in the order of the `limits` beside it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UidUse {
+    pub uid: u32,
+    pub used: Vec<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -425,10 +447,21 @@ pub enum Response {
         addrs: Vec<String>,
         netdev: String,
         clients: Vec<ClientStatus>,
+        /// The quota's kinds and limits, and what each uid holds.
+        limits: Vec<QuotaLimit>,
+        uids: Vec<UidUse>,
     },
     Stats {
         device: Vec<Counter>,
         qps: Vec<(u32, Vec<Counter>)>,
+    },
+    /// A reply larger than [`MAX_MSG`], in pieces: `bytes` are the
+    /// encoded reply's `[offset, offset + bytes.len())` of `total`; the
+    /// rest comes with `Request::Chunk` ([`unchunk`]).
+    Chunk {
+        total: u64,
+        offset: u64,
+        bytes: Vec<u8>,
     },
     /// To a `Cm` request.
     Cm(cm::CmResponse),
@@ -452,6 +485,55 @@ pub enum Response {
         rkey: u32,
         len: u64,
     },
+}
+
+/// Largest encoded reply [`unchunk`] puts together (a status of 16k QPs
+/// is a few MiB).
+pub const MAX_CHUNKED: u64 = 256 << 20;
+
+/// Puts a reply that came as [`Response::Chunk`] back together, asking
+/// `fetch(offset)` for each further piece; any other reply is returned
+/// as it is. Bounded: each piece must advance, `total` is at most
+/// [`MAX_CHUNKED`].
+pub fn unchunk<E>(
+    first: Response,
+    mut fetch: impl FnMut(u64) -> Result<Response, E>,
+    bad: impl Fn(String) -> E,
+) -> Result<Response, E> {
+    let Response::Chunk {
+        total,
+        offset: 0,
+        bytes,
+    } = first
+    else {
+        return Ok(first);
+    };
+    if total > MAX_CHUNKED {
+        return Err(bad(format!("a reply of {total} bytes")));
+    }
+    let mut buf = bytes;
+    while (buf.len() as u64) < total {
+        let at = buf.len() as u64;
+        match fetch(at)? {
+            Response::Chunk { offset, bytes, .. } if offset == at && !bytes.is_empty() => {
+                buf.extend_from_slice(&bytes);
+            }
+            Response::Error { errno, msg } => {
+                return Err(bad(format!("chunk at {at}: {msg} (errno {errno})")))
+            }
+            other => return Err(bad(format!("chunk at {at}: unexpected {other:?}"))),
+        }
+    }
+    if buf.len() as u64 != total {
+        return Err(bad(format!("{} bytes of a {total}-byte reply", buf.len())));
+    }
+    postcard::from_bytes(&buf).map_err(|e| bad(e.to_string()))
+}
+
+/// Encodes a message of any size: the daemon's whole reply before it is
+/// cut into [`Response::Chunk`]s.
+pub fn encode_unbounded<T: Serialize>(msg: &T) -> Result<Vec<u8>, ProtoError> {
+    Ok(postcard::to_stdvec(msg)?)
 }
 
 /// Encoding failures.

@@ -32,6 +32,8 @@ pub enum AdminError {
     Untrusted(#[from] paths::TrustError),
     #[error("unexpected reply to {0}")]
     Unexpected(&'static str),
+    #[error("a reply in pieces: {0}")]
+    Pieces(String),
 }
 
 /// A connected, greeted admin client.
@@ -78,12 +80,37 @@ impl AdminConn {
     }
 
     /// One request, one reply. `Response::Error` is returned as a reply,
-    /// not an error: callers decide what a refusal means.
+    /// not an error: callers decide what a refusal means. A reply too
+    /// large for one message (Status, Stats of many QPs) is fetched in
+    /// pieces and returned whole.
     pub fn call(&mut self, req: &Request) -> Result<Response, AdminError> {
+        let first = self.call_one(req)?;
+        proto::unchunk(
+            first,
+            |offset| self.call_one(&Request::Chunk { offset }),
+            AdminError::Pieces,
+        )
+    }
+
+    fn call_one(&mut self, req: &Request) -> Result<Response, AdminError> {
         let data = proto::encode(req)?;
-        fdpass::send_msg(self.sock.as_fd(), &data, &[]).map_err(timeout_or_io)?;
+        // A daemon refusing the connection (its user's share of
+        // connections is used up) says why and closes: read the reason.
+        let flags = match fdpass::send_msg(self.sock.as_fd(), &data, &[]) {
+            Ok(()) => 0,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE | libc::ECONNRESET)) => {
+                libc::MSG_DONTWAIT
+            }
+            Err(e) => return Err(timeout_or_io(e)),
+        };
         let mut buf = vec![0u8; proto::MAX_MSG];
-        let (n, _fds) = fdpass::recv_msg(self.sock.as_fd(), &mut buf, 0).map_err(timeout_or_io)?;
+        let (n, _fds) = fdpass::recv_msg(self.sock.as_fd(), &mut buf, flags).map_err(|e| {
+            if flags == 0 {
+                timeout_or_io(e)
+            } else {
+                AdminError::Closed
+            }
+        })?;
         if n == 0 {
             return Err(AdminError::Closed);
         }

@@ -10,7 +10,7 @@ use super::devices::{self, Found};
 use super::netif;
 use rxu_abi::paths;
 use rxu_abi::proto::cm::CmIdStatus;
-use rxu_abi::proto::{ClientStatus, PortAttr, QpStatus, Request, Response};
+use rxu_abi::proto::{ClientStatus, PortAttr, QpStatus, QuotaLimit, Request, Response, UidUse};
 
 /// What the daemon answered.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -19,6 +19,9 @@ pub struct Live {
     pub netdev: String,
     pub clients: Vec<ClientStatus>,
     pub port: Option<PortAttr>,
+    /// The daemon's quota: kinds and limits, and each uid's use.
+    pub limits: Vec<QuotaLimit>,
+    pub uids: Vec<UidUse>,
 }
 
 /// One device's status: what is on disk plus, if it answers, the daemon's.
@@ -70,12 +73,16 @@ fn query(name: &str) -> Result<Live, String> {
             addrs,
             netdev,
             clients,
+            limits,
+            uids,
             ..
         } => Live {
             addrs,
             netdev,
             clients,
             port: None,
+            limits,
+            uids,
         },
         other => return Err(format!("unexpected reply to Status: {other:?}")),
     };
@@ -120,6 +127,7 @@ pub fn render(d: &DeviceStatus) -> String {
             let _ = writeln!(s);
             let _ = writeln!(s, "    addresses: {}", l.addrs.join(" "));
             s.push_str(&render_clients(&l.clients));
+            s.push_str(&render_quota(&l.limits, &l.uids));
         }
         None => {
             let why = d.error.as_deref().unwrap_or("no answer");
@@ -179,6 +187,42 @@ pub fn render_clients(clients: &[ClientStatus]) -> String {
         for id in &c.cm_ids {
             let _ = writeln!(s, "        {}", cm_line(id));
         }
+    }
+    s
+}
+
+/// The quota: a line per kind with its limits per client and per uid,
+/// and what each uid holds of it (uids holding none left out).
+pub fn render_quota(limits: &[QuotaLimit], uids: &[UidUse]) -> String {
+    let mut s = String::new();
+    if limits.is_empty() {
+        return s;
+    }
+    let n = |v: u64| {
+        if v == u64::MAX {
+            "max".to_owned()
+        } else {
+            v.to_string()
+        }
+    };
+    let _ = writeln!(s, "    limits (per client / per uid) and use by uid:");
+    for (i, l) in limits.iter().enumerate() {
+        let _ = write!(
+            s,
+            "      {:<12} {:>8} / {:<8}",
+            l.name,
+            n(l.per_session),
+            n(l.per_uid)
+        );
+        for u in uids {
+            match u.used.get(i) {
+                Some(&v) if v > 0 => {
+                    let _ = write!(s, " uid {}: {}", u.uid, n(v));
+                }
+                _ => {}
+            }
+        }
+        let _ = writeln!(s);
     }
     s
 }
@@ -332,6 +376,28 @@ mod tests {
                     active_mtu: 5,
                     ..Default::default()
                 }),
+                limits: vec![
+                    QuotaLimit {
+                        name: "qps".into(),
+                        per_session: 4096,
+                        per_uid: 8192,
+                    },
+                    QuotaLimit {
+                        name: "mr_bytes".into(),
+                        per_session: u64::MAX,
+                        per_uid: u64::MAX,
+                    },
+                ],
+                uids: vec![
+                    UidUse {
+                        uid: 0,
+                        used: vec![0, 0],
+                    },
+                    UidUse {
+                        uid: 1000,
+                        used: vec![2, 4096],
+                    },
+                ],
             }),
             error: None,
             netdev_up: Some(true),
@@ -351,6 +417,9 @@ rxu0: uverbs2, daemon pid 4321, netdev lo, port ACTIVE, active_mtu 4096
       pid 778: 0 pd, 0 mr, 0 cq, 0 srq, 0 qp, 2 rdma_cm ids
         cm 1 TCP listen 127.0.0.1:7174
         cm 2 TCP connect/established 127.0.0.1:7174 -> 127.0.0.2:40000 qp 17
+    limits (per client / per uid) and use by uid:
+      qps              4096 / 8192     uid 1000: 2
+      mr_bytes          max / max      uid 1000: 4096
 rxu0 port 1 ==> lo (Up)
 ";
         assert_eq!(out, want);

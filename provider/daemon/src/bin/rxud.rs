@@ -63,6 +63,13 @@ struct Args {
     /// kernel's uverbs nodes); only the daemon's user or root may stop it.
     #[arg(long)]
     all_users: bool,
+    /// Per-client and per-uid quotas, comma-separated `session.KIND=N`,
+    /// `uid.KIND=N` (N a number or `max`) and `hello_timeout_ms=N`; KIND
+    /// is one of sessions, unhello, qps, cqs, cq_depth, srqs, mrs,
+    /// mr_bytes, pds, fds, xrcds, cm_ids, mcast_joins, wqes. Applied
+    /// after RXU_LIMITS from the environment (same syntax). Repeatable.
+    #[arg(long = "limit", value_name = "SPEC")]
+    limits: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -84,6 +91,13 @@ fn main() -> ExitCode {
     }
     if let Some(n) = a.cm_retries {
         cfg.cm_timing.max_cm_retries = n.min(15);
+    }
+    let env = std::env::var("RXU_LIMITS").unwrap_or_default();
+    for spec in std::iter::once(&env).chain(&a.limits) {
+        if let Err(e) = cfg.limits.apply(spec) {
+            eprintln!("rxud: error: {e}");
+            return ExitCode::FAILURE;
+        }
     }
     match daemon::run(cfg) {
         Ok(()) => ExitCode::SUCCESS,

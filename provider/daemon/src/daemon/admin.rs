@@ -4,14 +4,19 @@ use transport::engine::{Endpoint, EngineCounters};
 
 use crate::mem::DeviceMemory;
 use crate::verbs;
-use rxu_abi::proto::{ClientStatus, Counter, QpStatus, Response};
+use rxu_abi::proto::{self, ClientStatus, Counter, QpStatus, QuotaLimit, Response, UidUse};
 
 use super::cm::CmService;
 use super::counters::DaemonCounters;
 use super::log::info;
 use super::objects::Objects;
 use super::port::Port;
+use super::quota::KINDS;
 use super::reply::{refuse, Handled, Reply};
+
+/// The payload of one [`Response::Chunk`]: what fits in a message with
+/// the variant's own fields (three varints and a tag).
+const CHUNK: usize = proto::MAX_MSG - 64;
 
 fn counter(name: &str, value: u64) -> Counter {
     Counter {
@@ -52,14 +57,73 @@ pub(super) fn status(
                 })
                 .collect(),
             cm_ids: cm.status_of(s.id),
+            uid: objects.quota.uid_of(s.id).unwrap_or(0),
         })
         .collect();
+    let l = objects.quota.limits();
     Response::Status {
         device: port.name().to_owned(),
         addrs: port.addrs().iter().map(|a| a.to_string()).collect(),
         netdev: port.netdev().to_owned(),
         clients,
+        limits: KINDS
+            .iter()
+            .map(|&k| QuotaLimit {
+                name: k.name().to_owned(),
+                per_session: l.get(k).per_session,
+                per_uid: l.get(k).per_uid,
+            })
+            .collect(),
+        uids: objects
+            .quota
+            .by_uid()
+            .map(|(uid, used)| UidUse {
+                uid,
+                used: used.into_iter().map(|(_, n)| n).collect(),
+            })
+            .collect(),
     }
+}
+
+/// A reply that may not fit in one message (Status, Stats with many QPs):
+/// sent whole when it fits, else kept for session `id` and sent as
+/// [`Response::Chunk`]s it fetches one after another (a snapshot: the
+/// pieces are of one reply).
+pub(super) fn paged(objects: &mut Objects, id: u32, resp: Response) -> Handled {
+    let bytes = proto::encode_unbounded(&resp).map_err(|e| super::reply::Refused {
+        errno: libc::EIO,
+        msg: format!("encoding the reply: {e}"),
+    })?;
+    let s = objects.session_mut(id)?;
+    if bytes.len() <= proto::MAX_MSG {
+        s.pending_reply = None;
+        return Ok(Reply::ok(resp));
+    }
+    s.pending_reply = Some(bytes);
+    chunk(objects, id, 0)
+}
+
+/// The piece at `offset` of the reply kept by [`paged`]; the last piece
+/// lets it go.
+pub(super) fn chunk(objects: &mut Objects, id: u32, offset: u64) -> Handled {
+    let s = objects.session_mut(id)?;
+    let Some(all) = &s.pending_reply else {
+        return refuse(libc::EINVAL, "no reply in pieces is pending");
+    };
+    let total = all.len() as u64;
+    let Some(start) = usize::try_from(offset).ok().filter(|&o| o < all.len()) else {
+        return refuse(libc::EINVAL, format!("offset {offset} not below {total}"));
+    };
+    let end = all.len().min(start + CHUNK);
+    let bytes = all[start..end].to_vec();
+    if end == all.len() {
+        s.pending_reply = None;
+    }
+    Ok(Reply::ok(Response::Chunk {
+        total,
+        offset,
+        bytes,
+    }))
 }
 
 pub(super) fn stats(

@@ -130,6 +130,27 @@ impl CmService {
             .collect()
     }
 
+    /// What `session` holds: rdma_cm ids, multicast joins and event
+    /// channel sockets (for its quota).
+    pub fn usage(&self, session: u32) -> (u64, u64, u64) {
+        let ids = self
+            .cm
+            .owned_ids()
+            .filter(|&(o, _)| session_of(o) == session)
+            .count();
+        let joins = self
+            .joins
+            .iter()
+            .filter(|j| self.cm.owner_of(j.id).map(session_of) == Some(session))
+            .count();
+        let channels = self
+            .channels
+            .keys()
+            .filter(|&&o| session_of(o) == session)
+            .count();
+        (ids as u64, joins as u64, channels as u64)
+    }
+
     /// The device's addresses changed (ids bound to a vanished one hear
     /// ADDR_CHANGE).
     pub fn set_local_addrs(&mut self, port: &Port) {

@@ -96,15 +96,25 @@ pub struct Delivered {
     pub overrun: bool,
 }
 
-/// Largest backlog kept; beyond it completions are dropped (the client
-/// neither polls nor sized its CQ for its traffic).
+/// Largest backlog kept: the CQ's own depth, so a CQ holds at most twice
+/// what it was granted (ring + backlog) and a client's CQ memory in the
+/// daemon is bounded by its CQ depth quota. A completion that finds both
+/// full is an overrun, as on a device whose CQ is full (rxe_cq_post:
+/// -EBUSY and IB_EVENT_CQ_ERR): it is lost, the owner hears CQ_ERR and
+/// the CQ's QPs go to the error state (`Device::deliver_cqs`).
 fn backlog_cap(cq: &Cq) -> usize {
-    (cq.cqe as usize).saturating_mul(2).max(1024)
+    cq.cqe as usize
+}
+
+/// A completion found the ring and the backlog full.
+fn overflow(cq: &mut Cq, counters: &mut DaemonCounters) {
+    counters.cqes_dropped += 1;
+    cq.lost = true;
 }
 
 /// Appends a completion the endpoint produced: to the ring, or behind the
-/// backlog (dropped beyond its cap). The channel hears of it in the next
-/// delivery pass.
+/// backlog (an overrun beyond its cap). The channel hears of it in the
+/// next delivery pass.
 pub(super) fn post_completion(cq: &mut Cq, c: &Completion, counters: &mut DaemonCounters) {
     let mut e = cqe_of(c);
     stamp(cq, &mut e);
@@ -113,8 +123,7 @@ pub(super) fn post_completion(cq: &mut Cq, c: &Completion, counters: &mut Daemon
     } else if cq.backlog.len() < backlog_cap(cq) {
         cq.backlog.push_back(e);
     } else {
-        counters.cqes_dropped += 1;
-        return;
+        return overflow(cq, counters);
     }
     cq.posted += 1;
     counters.cqes_delivered += 1;
@@ -155,12 +164,12 @@ pub fn deliver_cq(cq: &mut Cq, counters: &mut DaemonCounters) -> Delivered {
         d.moved += 1;
         counters.cqes_delivered += 1;
     }
-    if cq.backlog.len() > cq.cqe as usize {
-        if !cq.overrun {
-            cq.overrun = true;
-            d.overrun = true;
-            counters.cq_overruns += 1;
-        }
+    // One CQ_ERR per overrun: until the client has drained the backlog,
+    // further losses are the same overrun.
+    if std::mem::take(&mut cq.lost) && !cq.overrun {
+        cq.overrun = true;
+        d.overrun = true;
+        counters.cq_overruns += 1;
     } else if cq.backlog.is_empty() {
         cq.overrun = false;
     }
@@ -180,7 +189,7 @@ pub fn push_own(cq: &mut Cq, mut e: CqeBytes, counters: &mut DaemonCounters) {
     } else if cq.backlog.len() < backlog_cap(cq) {
         cq.backlog.push_back(e);
     } else {
-        counters.cqes_dropped += 1;
+        overflow(cq, counters);
     }
 }
 

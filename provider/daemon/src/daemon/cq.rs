@@ -12,7 +12,7 @@ use rxu_abi::ring::Ring;
 use super::completion::{cq_geometry, deliver_cq};
 use super::device::Device;
 use super::fdcheck;
-use super::objects::Objects;
+use super::objects::{DeviceCqs, Objects};
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::{event, Cq};
 
@@ -84,6 +84,7 @@ pub(super) fn create(objects: &mut Objects, id: u32, new: NewCq, fds: Vec<OwnedF
             backlog: VecDeque::new(),
             channel,
             overrun: false,
+            lost: false,
             posted: 0,
             wake: false,
             timestamps,
@@ -164,24 +165,45 @@ pub(super) fn destroy(objects: &mut Objects, id: u32, h: u32) -> Handled {
 
 impl Device {
     /// One delivery pass over every CQ: returns how many entries moved.
+    /// An overrun CQ's owner hears IBV_EVENT_CQ_ERR and the QPs that
+    /// complete on it go to the error state (their flushes are lost with
+    /// the rest: the CQ is full), as rxe's responder does on a full CQ.
     pub(super) fn deliver_cqs(&mut self) -> usize {
         let mut moved = 0;
+        let mut to_err = Vec::new();
         for s in self.objects.sessions_mut() {
             let mut overruns = Vec::new();
-            for cq in s.cqs.values_mut() {
+            for (&h, cq) in s.cqs.iter_mut() {
                 let d = deliver_cq(cq, &mut self.counters);
                 moved += d.moved;
                 if d.overrun {
-                    overruns.push(cq.user_handle);
+                    overruns.push((h, cq.user_handle));
                 }
             }
-            for uh in overruns {
+            for (h, uh) in overruns {
                 self.counters.async_events += 1;
                 if !s.send_event(uh, event::CQ_ERR) {
                     self.counters.async_events_dropped += 1;
                 }
+                to_err.extend(
+                    s.qps
+                        .values()
+                        .filter(|q| q.send_cq == h || q.recv_cq == h)
+                        .map(|q| q.qpn),
+                );
             }
         }
+        for qpn in to_err {
+            let mut cqs = DeviceCqs::new(&mut self.objects, &mut self.counters);
+            let _ = self.endpoint.modify_qp(qpn, &qp_to_error(), &mut cqs);
+        }
         moved
+    }
+}
+
+fn qp_to_error() -> transport::qp::QpAttr {
+    transport::qp::QpAttr {
+        state: Some(transport::qp::QpState::Err),
+        ..Default::default()
     }
 }

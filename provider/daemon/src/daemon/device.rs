@@ -18,6 +18,8 @@ use super::counters::DaemonCounters;
 use super::log::{debug, info};
 use super::objects::Objects;
 use super::port::{Port, PortChange, PortView};
+use super::quota::{Limits, Quota};
+use super::reply::Refused;
 use super::session::event;
 use super::share;
 use rxu_cm::engine::CmTiming;
@@ -86,17 +88,38 @@ impl Device {
         self.cm = CmService::new(&self.port, timing, local_port_range());
     }
 
-    /// A client connected; returns its session id.
+    /// A client connected; returns its session id (in-process clients:
+    /// tests, the control-sequence fuzz target).
     pub fn connect(&mut self, pid: u32) -> u32 {
-        let id = self.objects.connect(pid);
+        // In-process callers (tests) connect as the daemon's own user.
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        self.connect_as(pid, uid)
+            .expect("the default quota admits a connection")
+    }
+
+    /// A client of `uid` connected; returns its session id, or why it is
+    /// refused (past the uid's share of connections).
+    pub fn connect_as(&mut self, pid: u32, uid: u32) -> Result<u32, Refused> {
+        let id = self.objects.connect(pid, uid)?;
         self.counters.clients_accepted += 1;
         // Read now, while the peer is surely the process that connected.
         let net_raw = super::sys::has_net_raw(pid);
         if let Ok(s) = self.objects.session_mut(id) {
             s.net_raw = net_raw;
         }
-        debug!("client {id} (pid {pid}) connected");
-        id
+        debug!("client {id} (pid {pid}, uid {uid}) connected");
+        Ok(id)
+    }
+
+    /// The quota limits (before any client came).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.objects.quota = Quota::new(limits);
+    }
+
+    /// How long a connection may stay silent before Hello.
+    pub fn hello_timeout(&self) -> std::time::Duration {
+        self.objects.quota.limits().hello_timeout
     }
 
     /// Lets clients pass this process's own memory: for in-process

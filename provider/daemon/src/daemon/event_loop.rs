@@ -23,7 +23,7 @@
 //! clients, so a long fixed spin only takes the CPU from the process the
 //! daemon is waiting for.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,10 @@ const MSGS_PER_TURN: usize = 16;
 const MAX_ENGINE_ERRORS: u32 = 10_000;
 /// Connections accepted per turn.
 const ACCEPTS_PER_TURN: usize = 32;
+/// How long the listener rests after accept failed for want of
+/// descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): the pending
+/// connection stays queued, and retrying at once only spins.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 pub struct Daemon {
     pub dev: Device,
@@ -73,6 +77,13 @@ pub struct Daemon {
     euid: u32,
     /// Clients of other users are served (Config::all_users).
     all_users: bool,
+    /// Connections that have not said Hello yet, with the time they are
+    /// closed if they still have not (accept order, so deadline order).
+    silent: VecDeque<(Instant, u32)>,
+    /// The listener is out of the epoll set until then (accept failed
+    /// for want of resources); the failure was logged once.
+    accept_paused: Option<Instant>,
+    accept_failing: bool,
 }
 
 impl Daemon {
@@ -112,6 +123,9 @@ impl Daemon {
             // SAFETY: geteuid has no preconditions and cannot fail.
             euid: unsafe { libc::geteuid() },
             all_users,
+            silent: VecDeque::new(),
+            accept_paused: None,
+            accept_failing: false,
         })
     }
 
@@ -129,6 +143,7 @@ impl Daemon {
             let now = Instant::now();
             if last_fd_poll.is_none_or(|t| now.saturating_duration_since(t) >= FD_POLL_INTERVAL) {
                 last_fd_poll = Some(now);
+                self.connection_timers(now);
                 work += self.poll_fds().map_err(io("epoll"))?;
                 if self.stop {
                     break;
@@ -184,6 +199,12 @@ impl Daemon {
         if self.dev.has_backlog() {
             timeout = Some(timeout.map_or(BACKLOG_POLL, |t| t.min(BACKLOG_POLL)));
         }
+        // A silent connection's deadline, the listener's rest.
+        let next = self.silent.front().map(|&(t, _)| t);
+        for t in [next, self.accept_paused].into_iter().flatten() {
+            let d = t.saturating_duration_since(now);
+            timeout = Some(timeout.map_or(d, |x| x.min(d)));
+        }
         if timeout != Some(Duration::ZERO) {
             self.dev.counters.sleeps += 1;
             // Packets the QPs still have to send: wake when the sockets
@@ -222,16 +243,63 @@ impl Daemon {
         Ok(n)
     }
 
+    /// Closes connections that stayed silent past the Hello timeout and
+    /// puts the listener back after its rest.
+    fn connection_timers(&mut self, now: Instant) {
+        // Bounded by the queue's length.
+        while let Some(&(t, id)) = self.silent.front() {
+            if t > now {
+                break;
+            }
+            self.silent.pop_front();
+            if self.dev.objects.session(id).is_some_and(|s| !s.ready) {
+                debug!("client {id}: no Hello within the timeout; closing");
+                self.disconnect(id);
+            }
+        }
+        if self.accept_paused.is_some_and(|t| t <= now) {
+            self.accept_paused = None;
+            if let Err(e) = self.epoll.add(self.files.listener.as_fd(), T_LISTEN) {
+                warning!("epoll add listener: {e}");
+            }
+        }
+    }
+
+    /// accept failed: for want of resources the listener rests (logged
+    /// once per episode); anything else is logged.
+    fn accept_failed(&mut self, e: std::io::Error) {
+        let starved = matches!(
+            e.raw_os_error(),
+            Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+        );
+        if !starved {
+            warning!("accept: {e}");
+            return;
+        }
+        if !self.accept_failing {
+            self.accept_failing = true;
+            warning!(
+                "accept: {e}; new connections wait (retried every {} ms, logged again when it works)",
+                ACCEPT_BACKOFF.as_millis()
+            );
+        }
+        self.epoll.remove(self.files.listener.as_raw_fd());
+        self.accept_paused = Some(Instant::now() + ACCEPT_BACKOFF);
+    }
+
     fn accept_all(&mut self) {
+        if self.accept_paused.is_some() {
+            return;
+        }
         for _ in 0..ACCEPTS_PER_TURN {
             let sock = match sys::accept(self.files.listener.as_fd()) {
                 Ok(Some(s)) => s,
                 Ok(None) => return,
-                Err(e) => {
-                    warning!("accept: {e}");
-                    return;
-                }
+                Err(e) => return self.accept_failed(e),
             };
+            if std::mem::take(&mut self.accept_failing) {
+                info!("accept works again");
+            }
             let cred = match sys::peer_cred(sock.as_fd()) {
                 Ok(c) => c,
                 Err(e) => {
@@ -246,7 +314,31 @@ impl Daemon {
                 warning!("refusing pid {} of uid {}", cred.pid, cred.uid);
                 continue;
             }
-            let id = self.dev.connect(cred.pid);
+            let id = match self.dev.connect_as(cred.pid, cred.uid) {
+                Ok(id) => id,
+                Err(r) => {
+                    // Told why, in place of the Hello reply; then closed.
+                    debug!("refusing pid {} of uid {}: {}", cred.pid, cred.uid, r.msg);
+                    let resp = super::handle::error_response(r.errno, &r.msg);
+                    if let Ok(bytes) = proto::encode(&resp) {
+                        let _ = fdpass::send_msg(sock.as_fd(), &bytes, &[]);
+                    }
+                    // Closed with its Hello unread, the client's read would
+                    // see ECONNRESET instead of the reason: read it first
+                    // (bounded; its fds are closed with it).
+                    for _ in 0..4 {
+                        if !matches!(
+                            fdpass::recv_msg(sock.as_fd(), &mut self.msg, libc::MSG_DONTWAIT),
+                            Ok((n, _)) if n > 0
+                        ) {
+                            break;
+                        }
+                    }
+                    continue;
+                }
+            };
+            let deadline = Instant::now() + self.dev.hello_timeout();
+            self.silent.push_back((deadline, id));
             if other_user {
                 self.dev.mark_other_user(id);
             }

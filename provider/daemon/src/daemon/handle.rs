@@ -11,6 +11,7 @@ use transport::engine::Endpoint;
 use transport::qp::access;
 
 use crate::mem::{DeviceMemory, RegError};
+use rxu_abi::proto::cm::CmRequest;
 use rxu_abi::proto::{Request, Response, PROTO_VERSION};
 use rxu_abi::ring::Doorbell;
 
@@ -19,9 +20,10 @@ use super::device::Device;
 use super::log::{debug, info};
 use super::objects::Objects;
 use super::port::Port;
+use super::quota::Kind;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::Mr;
-use super::{admin, advise, cq, fdcheck, mr, mw, qp, share, srq, sys, xrc};
+use super::{admin, advise, charge, cq, fdcheck, mr, mw, qp, share, srq, sys, xrc};
 
 impl Device {
     /// Handles one request of session `id` (which must exist). `fds` are
@@ -87,10 +89,21 @@ impl Device {
                 for fd in &fds {
                     fdcheck::event_socket(fd.as_fd(), peer, "the rdma_cm event channel")?;
                 }
+                // Ids, joins and channels as the CM counts them (incoming
+                // connection requests make ids too), then the new one.
+                self.sync_cm_quota(id);
+                let q = &self.objects.quota;
+                match &r {
+                    CmRequest::Bind { .. } => q.check(id, Kind::CmIds, 1)?,
+                    CmRequest::JoinMcast { .. } => q.check(id, Kind::McastJoins, 1)?,
+                    CmRequest::AttachChannel { .. } => q.check(id, Kind::Fds, 1)?,
+                    _ => {}
+                }
                 let now = std::time::Instant::now();
                 let reply = self.cm.handle(now, id, r, fds, &self.port);
                 self.cm.flush(&mut self.endpoint);
                 self.settle_cm_joins();
+                self.sync_cm_quota(id);
                 reply
             }
             Request::QueryDevice => Ok(Reply::ok(Response::Device(self.objects.attr().clone()))),
@@ -104,11 +117,20 @@ impl Device {
         }
     }
 
+    fn sync_cm_quota(&mut self, id: u32) {
+        let (ids, joins, channels) = self.cm.usage(id);
+        let q = &mut self.objects.quota;
+        q.set(id, Kind::CmIds, ids);
+        q.set(id, Kind::McastJoins, joins);
+        q.set(id, Kind::Fds, channels);
+    }
+
     fn dispatch(&mut self, id: u32, admin: bool, req: Request, fds: Vec<OwnedFd>) -> Handled {
         let admin_ok = matches!(
             req,
             Request::Status
                 | Request::Stats
+                | Request::Chunk { .. }
                 | Request::Shutdown { .. }
                 | Request::QueryDevice
                 | Request::QueryPort { .. }
@@ -136,9 +158,11 @@ impl Device {
             self.take_posted(id);
             self.deliver();
         }
+        // Per-client and per-uid limits (`quota.rs`), applied on success.
+        let pending = charge::before(&self.objects, id, &req)?;
         let (o, e, port) = (&mut self.objects, &mut self.endpoint, &self.port);
         let counters = &mut self.counters;
-        match req {
+        let r = match req {
             Request::Hello { .. } | Request::CmHello { .. } => {
                 refuse(libc::EINVAL, "Hello was already accepted")
             }
@@ -322,14 +346,23 @@ impl Device {
                 flags,
                 ranges,
             } => advise::advise_mr(o, e, id, pd, (advice, flags), &ranges),
-            Request::Status => Ok(Reply::ok(self.status())),
-            Request::Stats => Ok(Reply::ok(self.stats())),
+            Request::Status => {
+                let r = self.status();
+                admin::paged(&mut self.objects, id, r)
+            }
+            Request::Stats => {
+                let r = self.stats();
+                admin::paged(&mut self.objects, id, r)
+            }
             Request::Shutdown { force } => {
                 let r = admin::shutdown(o, id, admin, force);
                 self.shutdown |= r.is_ok();
                 r
             }
-        }
+            Request::Chunk { offset } => admin::chunk(o, id, offset),
+        };
+        charge::after(&mut self.objects, pending, r.is_ok());
+        r
     }
 }
 
@@ -359,7 +392,9 @@ fn cm_hello(objects: &mut Objects, id: u32, version: u32, pid: u32) -> Handled {
     }
     s.cm_only = true;
     s.ready = true;
-    debug!("client {id} (pid {}): rdma_cm connection", s.pid);
+    let pid = s.pid;
+    objects.quota.hello(id);
+    debug!("client {id} (pid {pid}): rdma_cm connection");
     Ok(Reply::ok(Response::Hello {
         device: String::new(),
         client_id: id,
@@ -422,7 +457,11 @@ fn hello(
         s.async_sock = Some(async_sock);
         s.bell = Some(bell);
         endpoint.memory_mut().add_client(id, mem);
+        // Its memory, async socket and doorbell stay open here.
+        objects.quota.add(id, Kind::Fds, 3);
     }
+    objects.quota.hello(id);
+    let s = objects.session_mut(id)?;
     s.ready = true;
     info!(
         "client {id} (pid {}){} connected",

@@ -11,12 +11,14 @@
 //! passes must be: its own memory, its own socket pairs) and `cq`, `srq`, `qp`, `mr`, `mw`, `admin` (the
 //! requests, each a function of the parts it needs; `reply` is what they
 //! return), `datapath` (rings <-> engine), `wqe` (slot validation),
-//! `session` (per-client objects), `share` (contexts imported with
+//! `session` (per-client objects), `quota` and `charge` (per-client and
+//! per-uid limits, what each request takes), `share` (contexts imported with
 //! `ibv_import_device` and their PDs and MRs), `netlink`, `link` and
 //! `port` (port 1 follows its netdev).
 
 pub mod admin;
 pub mod advise;
+pub mod charge;
 pub mod cm;
 pub mod cm_join;
 pub mod completion;
@@ -36,6 +38,7 @@ pub mod netlink;
 pub mod objects;
 pub mod port;
 pub mod qp;
+pub mod quota;
 pub mod reply;
 pub mod session;
 pub mod setup;
@@ -103,6 +106,7 @@ pub fn run(cfg: Config) -> Result<(), DaemonError> {
     dev.port.set_node(cfg.node.clone());
     dev.port.set_all_addrs(cfg.all_addrs);
     dev.set_cm_timing(cfg.cm_timing);
+    dev.set_limits(cfg.limits.clone());
     // The port by the same rule rtnetlink events are judged by later.
     dev.refresh_port(false);
     let files = setup::RuntimeFiles::create(&cfg.name, cfg.all_users)?;

@@ -15,6 +15,7 @@ use rxu_abi::proto::DeviceAttr;
 
 use super::completion::post_completion;
 use super::counters::DaemonCounters;
+use super::quota::Quota;
 use super::reply::Refused;
 use super::session::{event, Cq, Qp, Session};
 use super::sys;
@@ -44,6 +45,8 @@ pub struct Objects {
     next_mr: u32,
     /// The XRC domains and who has them open.
     pub(super) xrcds: Xrcds,
+    /// What each session and uid holds, and their limits.
+    pub(super) quota: Quota,
 }
 
 impl Objects {
@@ -60,6 +63,7 @@ impl Objects {
             next_cq: 1,
             next_mr: 1,
             xrcds: Xrcds::default(),
+            quota: Quota::default(),
         }
     }
 
@@ -72,8 +76,9 @@ impl Objects {
         self.allow_own_mem
     }
 
-    /// A new session for a client that connected; returns its id.
-    pub(super) fn connect(&mut self, pid: u32) -> u32 {
+    /// A new session for a client of `uid` that connected; returns its
+    /// id. Refused past the uid's share of connections (quota).
+    pub(super) fn connect(&mut self, pid: u32, uid: u32) -> Result<u32, Refused> {
         let id = loop {
             let id = self.next_client;
             self.next_client = self.next_client.wrapping_add(1).max(1);
@@ -81,8 +86,9 @@ impl Objects {
                 break id;
             }
         };
+        self.quota.open(id, uid)?;
         self.sessions.insert(id, Session::new(id, pid));
-        id
+        Ok(id)
     }
 
     /// Removes a session and retires its QPs (keeping their counters;
@@ -96,6 +102,7 @@ impl Objects {
         id: u32,
     ) -> Option<Session> {
         let s = self.sessions.remove(&id)?;
+        self.quota.close(id);
         for cq in s.cqs.values() {
             self.cq_owner.remove(&cq.id);
         }

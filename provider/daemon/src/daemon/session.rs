@@ -45,6 +45,9 @@ pub struct Cq {
     pub channel: Option<OwnedFd>,
     /// CQ_ERR was raised for the current overrun.
     pub overrun: bool,
+    /// A completion was lost (ring and backlog full) since the last
+    /// delivery pass.
+    pub lost: bool,
     /// Completions posted since the last delivery pass, and whether one
     /// of those that reached the ring may be solicited (for the channel).
     pub posted: usize,
@@ -168,6 +171,8 @@ pub struct Session {
     next_handle: u32,
     /// Events that could not be written (socket full or closed).
     pub events_dropped: u64,
+    /// A reply being sent in pieces (`admin::paged`).
+    pub pending_reply: Option<Vec<u8>>,
 }
 
 impl Session {
@@ -193,6 +198,7 @@ impl Session {
             qps: BTreeMap::new(),
             next_handle: 1,
             events_dropped: 0,
+            pending_reply: None,
         }
     }
 

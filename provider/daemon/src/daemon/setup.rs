@@ -46,6 +46,8 @@ pub struct Config {
     /// Serve clients of every user (socket 0666, as the kernel's
     /// /dev/infiniband/uverbsN); else only the daemon's user and root.
     pub all_users: bool,
+    /// Per-client and per-uid quotas (`quota.rs`).
+    pub limits: super::quota::Limits,
 }
 
 impl Config {
@@ -62,6 +64,7 @@ impl Config {
             cm_timing: rxu_cm::engine::CmTiming::default(),
             force_udp: false,
             all_users: false,
+            limits: super::quota::Limits::default(),
         }
     }
 }

@@ -24,6 +24,7 @@ use rxu_abi::proto::Response;
 
 use super::log::{debug, info};
 use super::objects::Objects;
+use super::quota::Kind;
 use super::reply::{refuse, Handled, Reply};
 use super::{fdcheck, sys};
 
@@ -136,6 +137,12 @@ pub fn hand_over(objects: &mut Objects, memory: &mut DeviceMemory, id: u32) {
         Default::default()
     };
     let (np, nm) = (pds.len(), mrs.len());
+    // The heir's quota holds them from now on (the leaver's goes back
+    // with its session).
+    let bytes = mrs.values().fold(0u64, |a, m| a.saturating_add(m.len));
+    objects.quota.add(heir, Kind::Pds, np as u64);
+    objects.quota.add(heir, Kind::Mrs, nm as u64);
+    objects.quota.add(heir, Kind::MrBytes, bytes);
     if let Some(h) = objects.get_mut(heir) {
         for pd in &pds {
             h.shared_pds.remove(pd);

@@ -205,8 +205,9 @@ fn reset_drops_the_qps_completions_from_the_backlog() {
     let mut dev = device(12);
     let c = hello(&mut dev);
     let pd = alloc_pd(&mut dev, c.id);
-    // One entry: a ring of 2 slots, the rest waits in the backlog.
-    let (cq, mut ring) = create_cq(&mut dev, c.id, 1);
+    // 7 entries: a ring of 8 slots, the rest waits in the backlog (which
+    // holds up to the CQ's depth).
+    let (cq, mut ring) = create_cq(&mut dev, c.id, 4);
     let mut q1 = create_qp(&mut dev, c.id, pd, cq, QpType::Rc);
     let mut q2 = create_qp(&mut dev, c.id, pd, cq, QpType::Rc);
     let to = |dev: &mut Device, qpn, st: u8| {
@@ -240,7 +241,9 @@ fn reset_drops_the_qps_completions_from_the_backlog() {
         dev.consume();
     };
     // Receives wait in RTS; ERR flushes them all at once.
-    post(&mut dev, &mut q1, 100);
+    for base in [100, 102, 104, 106] {
+        post(&mut dev, &mut q1, base);
+    }
     post(&mut dev, &mut q2, 200);
     post(&mut dev, &mut q1, 300);
     to(&mut dev, q1.qpn, 6);
@@ -260,7 +263,11 @@ fn reset_drops_the_qps_completions_from_the_backlog() {
     let ids: Vec<u64> = std::iter::from_fn(|| pop_cqe(&mut ring))
         .map(|w| w.wr_id)
         .collect();
-    assert_eq!(ids, [100, 101], "the ring is the client's to clean");
+    assert_eq!(
+        ids,
+        (100..108).collect::<Vec<u64>>(),
+        "the ring is the client's to clean"
+    );
     dev.deliver();
     let ids: Vec<u64> = std::iter::from_fn(|| pop_cqe(&mut ring))
         .map(|w| w.wr_id)

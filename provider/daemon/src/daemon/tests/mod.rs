@@ -16,6 +16,7 @@ mod datapath;
 mod lifecycle;
 mod mcast;
 mod port;
+mod quota;
 mod share;
 mod srq;
 mod xrc;
