@@ -311,8 +311,17 @@ mod tests {
     use super::*;
     use rxu_abi::proto::Counter;
 
+    /// A socket path in a fresh 0700 directory of this test's own (the
+    /// client refuses a shared one such as /tmp itself).
     fn tmp_sock(tag: &str) -> std::path::PathBuf {
-        std::env::temp_dir().join(format!("rxu-admin-{tag}-{}.sock", std::process::id()))
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = std::env::temp_dir().join(format!("rxu-admin-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .expect("a private test directory");
+        dir.join("rxu.sock")
     }
 
     #[test]
