@@ -424,3 +424,63 @@ fn a_fake_daemon_in_a_sound_dir_gets_nothing() {
     );
     assert!(text.contains("nothing sent"), "{text}");
 }
+
+/// `rxu status` and `rxu stats` as another user show only that user's
+/// clients and QPs: nobody does not learn root's pids, QPNs or peers
+/// from the daemon (root still sees everything).
+#[test]
+fn other_users_see_only_their_own_clients_in_status_and_stats() {
+    let _g = serial();
+    let Some(dev) = Dev::up("rxumw", "127.0.14.3", &["ibv_rc_pingpong", "setpriv"]) else {
+        return;
+    };
+    // Root's server waits for a client that never comes, holding a QP.
+    let mut server = dev.start("ibv_rc_pingpong", &["-g", "0", "-p", "18523"]);
+    let end = Instant::now() + Duration::from_secs(20);
+    let pid = server.id().to_string();
+    while !dev.status().contains(&pid) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let as_root = dev.status();
+    assert!(as_root.contains(&pid), "root sees the server: {as_root}");
+    let rxu = dev.runtime_dir().join("rxu");
+    std::fs::copy(bins::rxu(), &rxu).unwrap();
+    as_nobody(&dev, "true");
+    let rxu = rxu.to_str().unwrap();
+    let status = dev.run(
+        "setpriv",
+        &[NOBODY[0], NOBODY[1], NOBODY[2], rxu, "status"],
+        LIMIT,
+    );
+    let stats = dev.run(
+        "setpriv",
+        &[
+            NOBODY[0], NOBODY[1], NOBODY[2], rxu, "stats", "--name", &dev.name,
+        ],
+        LIMIT,
+    );
+    let root_stats = dev.stats();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(status.ok(), "{}", status.report());
+    assert!(stats.ok(), "{}", stats.report());
+    assert!(status.stdout.contains(&dev.name), "{}", status.report());
+    assert!(
+        !status.stdout.contains(&pid),
+        "nobody sees root's pid {pid}: {}",
+        status.report()
+    );
+    // Root's QP has per-QP counters in root's view; none in nobody's.
+    let qp_lines = |s: &str| {
+        s.lines()
+            .filter(|l| l.trim_start().starts_with("qp "))
+            .count()
+    };
+    assert!(qp_lines(&root_stats) >= 1, "root sees the QP: {root_stats}");
+    assert_eq!(
+        qp_lines(&stats.stdout),
+        0,
+        "nobody sees root's QPs: {}",
+        stats.report()
+    );
+}

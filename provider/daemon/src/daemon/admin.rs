@@ -85,6 +85,47 @@ pub(super) fn status(
     }
 }
 
+/// Who asks for a Status or Stats that may not see everything: a uid
+/// and the QPs of that uid's sessions.
+pub struct Viewer {
+    pub uid: u32,
+    pub qpns: std::collections::BTreeSet<u32>,
+}
+
+/// `resp` (a Status or Stats reply) as `viewer` may see it: only that
+/// uid's clients, uid use and QPs (None: all of them). Device-wide
+/// figures stay, as the kernel's port counters are readable by all.
+pub(super) fn restrict(resp: Response, viewer: Option<Viewer>) -> Response {
+    let Some(Viewer { uid, qpns: own }) = viewer else {
+        return resp;
+    };
+    match resp {
+        Response::Status {
+            device,
+            addrs,
+            netdev,
+            clients,
+            limits,
+            uids,
+        } => {
+            let clients: Vec<ClientStatus> = clients.into_iter().filter(|c| c.uid == uid).collect();
+            Response::Status {
+                device,
+                addrs,
+                netdev,
+                clients,
+                limits,
+                uids: uids.into_iter().filter(|u| u.uid == uid).collect(),
+            }
+        }
+        Response::Stats { device, qps } => Response::Stats {
+            device,
+            qps: qps.into_iter().filter(|(q, _)| own.contains(q)).collect(),
+        },
+        other => other,
+    }
+}
+
 /// A reply that may not fit in one message (Status, Stats with many QPs):
 /// sent whole when it fits, else kept for session `id` and sent as
 /// [`Response::Chunk`]s it fetches one after another (a snapshot: the

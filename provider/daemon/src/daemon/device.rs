@@ -241,6 +241,27 @@ impl Device {
         self.objects.fatal_to_all();
     }
 
+    /// Whose objects session `id` may see in `rxu status` and `rxu stats`:
+    /// everyone's (None) for root and the daemon's user, else its own
+    /// uid's only. One user learns nothing of another's processes, QPs
+    /// or peers from the daemon, as /proc hides other users' fds.
+    pub fn viewer(&self, id: u32) -> Option<admin::Viewer> {
+        let s = self.objects.session(id)?;
+        if !s.other_user {
+            return None;
+        }
+        // A session the quota does not know has no uid of its own: it
+        // sees nobody's (u32::MAX is no one's uid).
+        let uid = self.objects.quota.uid_of(id).unwrap_or(u32::MAX);
+        let qpns = self
+            .objects
+            .sessions()
+            .filter(|s| self.objects.quota.uid_of(s.id) == Some(uid))
+            .flat_map(|s| s.qps.keys().copied())
+            .collect();
+        Some(admin::Viewer { uid, qpns })
+    }
+
     /// What `rxu status` shows.
     pub fn status(&self) -> Response {
         admin::status(&self.objects, &self.endpoint, &self.port, &self.cm)

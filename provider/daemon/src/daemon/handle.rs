@@ -347,11 +347,11 @@ impl Device {
                 ranges,
             } => advise::advise_mr(o, e, id, pd, (advice, flags), &ranges),
             Request::Status => {
-                let r = self.status();
+                let r = admin::restrict(self.status(), self.viewer(id));
                 admin::paged(&mut self.objects, id, r)
             }
             Request::Stats => {
-                let r = self.stats();
+                let r = admin::restrict(self.stats(), self.viewer(id));
                 admin::paged(&mut self.objects, id, r)
             }
             Request::Shutdown { force } => {
