@@ -5,23 +5,8 @@
 
 use rxu_abi::proto::{self, QpType, Request};
 use rxu_fuzz::control::{decode, Sequence};
+use transport::engine::fault::SplitMix64;
 
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 fn cases(default: u64) -> u64 {
     std::env::var("RXU_FUZZ_CASES")
@@ -72,7 +57,7 @@ fn sample_requests() -> Vec<Vec<u8>> {
 #[test]
 fn control_messages_decode_or_refuse_and_round_trip() {
     let samples = sample_requests();
-    let mut r = Rng(0x5eed_c0de_0000_0001);
+    let mut r = SplitMix64::new(0x5eed_c0de_0000_0001);
     let mut took = 0;
     for i in 0..cases(50_000) {
         let d: Vec<u8> = match i % 3 {
@@ -86,7 +71,7 @@ fn control_messages_decode_or_refuse_and_round_trip() {
                 d.truncate(r.below(d.len() as u64 + 1) as usize);
                 d
             }
-            _ => (0..r.below(300)).map(|_| r.next() as u8).collect(),
+            _ => (0..r.below(300)).map(|_| r.next_u64() as u8).collect(),
         };
         took += decode(&d);
     }
@@ -96,7 +81,7 @@ fn control_messages_decode_or_refuse_and_round_trip() {
 #[test]
 fn request_sequences_leave_the_device_as_they_found_it() {
     let mut seq = Sequence::new([127, 0, 78, 2].into());
-    let mut r = Rng(0x5eed_c0de_0000_0002);
+    let mut r = SplitMix64::new(0x5eed_c0de_0000_0002);
     let (mut accepted, mut hellos) = (0, 0);
     for _ in 0..cases(3000) {
         // Biased toward a session, a provider Hello and object requests.
@@ -105,7 +90,7 @@ fn request_sequences_leave_the_device_as_they_found_it() {
             d.push(if r.below(4) == 0 {
                 5 + r.below(10) as u8
             } else {
-                r.next() as u8
+                r.next_u64() as u8
             });
         }
         let o = seq.run(&d);

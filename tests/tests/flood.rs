@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use rxu_testkit::hostile::{rss_kib, settle_fds, steady_fd_count, Bystander};
 use rxu_testkit::{serial, Daemon};
+use transport::engine::fault::SplitMix64;
 use transport::wire::icrc::{fill_icrc, IcrcIp};
 use transport::wire::packet::emit_packet;
 use transport::wire::{Bth, Deth, Headers, Opcode, Reth};
@@ -21,20 +22,6 @@ const DAEMON: Ipv4Addr = Ipv4Addr::new(127, 0, 33, 1);
 const ATTACKER: Ipv4Addr = Ipv4Addr::new(127, 0, 33, 2);
 const PORT: u16 = 4791;
 const FLOOD: Duration = Duration::from_secs(4);
-
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
 
 /// A sealed RoCEv2 packet from the attacker to the daemon.
 fn packet(hdr: &Headers, payload: &[u8]) -> Vec<u8> {
@@ -46,17 +33,19 @@ fn packet(hdr: &Headers, payload: &[u8]) -> Vec<u8> {
 }
 
 /// The next flood packet: one of the five kinds, in turn.
-fn next_packet(r: &mut Rng, victims: &[u32], i: u64) -> Vec<u8> {
-    let victim = victims[(r.next() as usize) % victims.len()];
-    let psn = (r.next() as u32) & 0xFF_FFFF;
+fn next_packet(r: &mut SplitMix64, victims: &[u32], i: u64) -> Vec<u8> {
+    let victim = victims[(r.next_u64() as usize) % victims.len()];
+    let psn = (r.next_u64() as u32) & 0xFF_FFFF;
     match i % 5 {
-        0 => (0..r.next() % 1500).map(|_| r.next() as u8).collect(),
+        0 => (0..r.next_u64() % 1500)
+            .map(|_| r.next_u64() as u8)
+            .collect(),
         1 => packet(
             &Headers {
                 bth: Bth {
                     opcode: Opcode::RC_SEND_ONLY,
                     pkey: 0xFFFF,
-                    dest_qpn: (r.next() as u32) & 0xFF_FFFF,
+                    dest_qpn: (r.next_u64() as u32) & 0xFF_FFFF,
                     psn: transport::Psn::new(psn),
                     ..Bth::default()
                 },
@@ -87,8 +76,8 @@ fn next_packet(r: &mut Rng, victims: &[u32], i: u64) -> Vec<u8> {
                     ..Bth::default()
                 },
                 reth: Some(Reth {
-                    va: r.next(),
-                    rkey: r.next() as u32,
+                    va: r.next_u64(),
+                    rkey: r.next_u64() as u32,
                     dma_len: 1 << 31,
                 }),
                 ..Headers::default()
@@ -110,7 +99,7 @@ fn next_packet(r: &mut Rng, victims: &[u32], i: u64) -> Vec<u8> {
                 }),
                 ..Headers::default()
             },
-            &(0..256).map(|_| r.next() as u8).collect::<Vec<_>>(),
+            &(0..256).map(|_| r.next_u64() as u8).collect::<Vec<_>>(),
         ),
     }
 }
@@ -143,7 +132,7 @@ fn a_flood_of_hostile_packets_leaves_a_bystander_served() {
 
     let sock = UdpSocket::bind(SocketAddr::from((ATTACKER, 0))).expect("bind the attacker");
     let dst = SocketAddr::from((DAEMON, PORT));
-    let mut r = Rng(0x5eed_f100_d000_0001);
+    let mut r = SplitMix64::new(0x5eed_f100_d000_0001);
     let (start, mut sent) = (Instant::now(), 0u64);
     let mut rss_peak = rss_before;
     while start.elapsed() < FLOOD {

@@ -10,7 +10,6 @@
 use std::fs::{File, OpenOptions};
 use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -99,35 +98,6 @@ fn o_path(path: &Path) -> OwnedFd {
         .into()
 }
 
-/// A SOCK_SEQPACKET listener bound at `path`: the "third party" a socket
-/// connected elsewhere reaches.
-fn listener(path: &Path) -> OwnedFd {
-    // SAFETY: socket takes integer arguments and returns a new fd or -1.
-    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
-    assert!(fd >= 0);
-    // SAFETY: socket just returned fd; nothing else owns it.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: sockaddr_un is plain data; zero is a valid value.
-    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    for (d, &s) in sa.sun_path.iter_mut().zip(path.as_os_str().as_bytes()) {
-        *d = s as libc::c_char;
-    }
-    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-    // SAFETY: sa is a valid sockaddr_un of `len` bytes; fd is ours.
-    let r = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sa as *const libc::sockaddr_un).cast(),
-            len,
-        )
-    };
-    assert_eq!(r, 0, "bind: {}", std::io::Error::last_os_error());
-    // SAFETY: listen on a bound socket we own.
-    assert_eq!(unsafe { libc::listen(fd.as_raw_fd(), 8) }, 0);
-    fd
-}
-
 /// What the attacks need that outlives one attack: a scratch dir with a
 /// regular file and a listener, and a child process whose memory is not
 /// ours.
@@ -145,7 +115,7 @@ impl Arsenal {
         let file = dir.join("plain");
         std::fs::write(&file, [0x5a; 8192]).unwrap();
         let sock = dir.join("elsewhere.sock");
-        let listener = listener(&sock);
+        let listener = rxu_testkit::sock::seqpacket_listener(&sock, false);
         let child = Command::new("sleep")
             .arg("60")
             .stdin(Stdio::null())

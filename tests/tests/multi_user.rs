@@ -5,7 +5,6 @@
 //! socket another user's process answers, gets nothing from a client.
 
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -182,7 +181,7 @@ impl FakeDaemon {
             };
             assert!(ok, "setresuid: {}", std::io::Error::last_os_error());
             prepare();
-            let l = seqpacket_listener(&sock);
+            let l = rxu_testkit::sock::seqpacket_listener(&sock, true);
             // Open to whoever connects, as an attacker leaves it.
             std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
             tx.send(()).unwrap();
@@ -209,40 +208,6 @@ impl Drop for FakeDaemon {
             let _ = t.join();
         }
     }
-}
-
-fn seqpacket_listener(path: &Path) -> OwnedFd {
-    let flags = libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;
-    // SAFETY: socket takes integer arguments and returns a new fd or -1.
-    let fd = unsafe { libc::socket(libc::AF_UNIX, flags, 0) };
-    assert!(fd >= 0);
-    // SAFETY: socket just returned fd; nothing else owns it.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: sockaddr_un is plain data; zero is a valid value.
-    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    for (d, &s) in sa.sun_path.iter_mut().zip(path.as_os_str().as_bytes()) {
-        *d = s as libc::c_char;
-    }
-    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-    // SAFETY: sa is a valid sockaddr_un of `len` bytes; fd is ours.
-    let r = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sa as *const libc::sockaddr_un).cast(),
-            len,
-        )
-    };
-    assert_eq!(
-        r,
-        0,
-        "bind {}: {}",
-        path.display(),
-        std::io::Error::last_os_error()
-    );
-    // SAFETY: listen on a bound socket we own.
-    assert_eq!(unsafe { libc::listen(fd.as_raw_fd(), 8) }, 0);
-    fd
 }
 
 /// Accepts and reads (non-blocking, every 5 ms) until `stop`, at most 60 s.

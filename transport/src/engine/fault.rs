@@ -68,20 +68,25 @@ pub fn corrupt(pkt: &mut [u8], r: u64) {
     pkt[at] ^= 1 << (r & 7);
 }
 
-/// SplitMix64: tiny, fast, and fully determined by its seed.
+/// SplitMix64: tiny, fast, and fully determined by its seed (also the
+/// seeded source of the hostile tests and the fuzz targets' stable runs).
 #[derive(Clone, Debug)]
-struct SplitMix64(u64);
+pub struct SplitMix64(u64);
 
 impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
+    pub fn new(seed: u64) -> SplitMix64 {
+        SplitMix64(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
-    /// Uniform in `[0, n)` (n > 0), by multiply-shift.
-    fn below(&mut self, n: u64) -> u64 {
+    /// Uniform in `[0, n)` (0 for n = 0), by multiply-shift.
+    pub fn below(&mut self, n: u64) -> u64 {
         ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
     }
 }

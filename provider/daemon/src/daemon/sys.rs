@@ -408,16 +408,7 @@ pub fn is_own_mem(fd: BorrowedFd<'_>) -> bool {
 /// Sends one small record without blocking and without SIGPIPE. Returns
 /// false if it could not be sent (the reader is gone or not reading).
 pub fn send_record(sock: BorrowedFd<'_>, rec: &[u8]) -> bool {
-    // SAFETY: rec is a valid buffer of rec.len() bytes for the call.
-    let n = unsafe {
-        libc::send(
-            sock.as_raw_fd(),
-            rec.as_ptr().cast(),
-            rec.len(),
-            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-        )
-    };
-    n == rec.len() as isize
+    matches!(try_send_record(sock, rec), Ok(true))
 }
 
 /// Sends one record without blocking and without SIGPIPE: `Ok(true)`
@@ -433,8 +424,13 @@ pub fn try_send_record(sock: BorrowedFd<'_>, rec: &[u8]) -> io::Result<bool> {
             libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
         )
     };
-    if n >= 0 {
+    if n == rec.len() as isize {
         return Ok(true);
+    }
+    if n >= 0 {
+        // A record cut short is no record (event sockets are SEQPACKET:
+        // whole or nothing, so this is a stream the client passed).
+        return Err(io::Error::other("record sent in part"));
     }
     let e = io::Error::last_os_error();
     match e.raw_os_error() {
