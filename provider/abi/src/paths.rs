@@ -19,7 +19,7 @@
 //! [`connect_trusted`] does both.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -159,25 +159,10 @@ pub fn check_runtime_dir(dir: &Path) -> Result<(), TrustError> {
 /// sent on it: the daemon must run as root or as this user
 /// (SO_PEERCRED). `path` names the socket in the error.
 pub fn check_daemon_peer(sock: BorrowedFd<'_>, path: &Path) -> Result<(), TrustError> {
-    // SAFETY: ucred is plain data; zero is a valid value.
-    let mut c: libc::ucred = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: c and len are valid for getsockopt to fill; sock is open.
-    let r = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut c as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(TrustError::Io {
-            path: path.to_owned(),
-            source: io::Error::last_os_error(),
-        });
-    }
+    let c = crate::proto::fdpass::peer_cred(sock).map_err(|source| TrustError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
     let me = me();
     if c.uid != 0 && c.uid != me {
         return Err(TrustError::Peer {

@@ -277,3 +277,35 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
     }
 }
+
+/// Credentials of the process at the other end of a Unix socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerCred {
+    pub pid: u32,
+    pub uid: u32,
+}
+
+/// SO_PEERCRED of `sock`: who connected (the daemon asks of a client, a
+/// client of the daemon), as the kernel recorded it, not as claimed.
+pub fn peer_cred(sock: BorrowedFd<'_>) -> io::Result<PeerCred> {
+    // SAFETY: ucred is plain data; zero is a valid value.
+    let mut c: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: c and len are valid for getsockopt to fill; sock is open.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut c as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(PeerCred {
+        pid: c.pid as u32,
+        uid: c.uid,
+    })
+}

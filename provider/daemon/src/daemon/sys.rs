@@ -244,32 +244,7 @@ pub fn accept(listener: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
     }
 }
 
-/// Credentials of the process at the other end of a Unix socket.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PeerCred {
-    pub pid: u32,
-    pub uid: u32,
-}
-
-pub fn peer_cred(sock: BorrowedFd<'_>) -> io::Result<PeerCred> {
-    // SAFETY: ucred is plain data; zero is a valid value.
-    let mut c: libc::ucred = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: c and len are valid for getsockopt to fill.
-    cvt(unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut c as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    })?;
-    Ok(PeerCred {
-        pid: c.pid as u32,
-        uid: c.uid,
-    })
-}
+pub use rxu_abi::proto::fdpass::{peer_cred, PeerCred};
 
 /// Whether process `pid` holds CAP_NET_RAW in its effective set, in this
 /// process's user namespace (a capability of a nested user namespace is
