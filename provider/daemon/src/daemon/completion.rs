@@ -49,9 +49,14 @@ pub fn cqe_of(c: &Completion) -> CqeBytes {
 }
 
 /// Slots for a CQ of `cqe` entries and the capacity reported back (the
-/// ring holds `slots` entries; one is kept spare as mlx5 does).
+/// ring holds `slots` entries; one is kept spare as mlx5 does). Any
+/// `cqe` a client sends gives an answer, never an overflow: past 2^31
+/// the slots stop at 2^31 (far over any device limit, which refuses it).
 pub fn cq_geometry(cqe: u32) -> (u32, u32) {
-    let slots = cqe.saturating_add(1).next_power_of_two();
+    let slots = cqe
+        .saturating_add(1)
+        .checked_next_power_of_two()
+        .unwrap_or(1 << 31);
     (slots, slots - 1)
 }
 
@@ -213,6 +218,17 @@ mod tests {
     use super::*;
     use transport::qp::{CqSide, WcOpcode, WcStatus};
     use transport::verbs::NetworkHdr;
+
+    /// Found by the control_sequence fuzz target: a CreateCq with cqe
+    /// 0xFFFF_FFFF overflowed next_power_of_two (a panic in a debug
+    /// build) in the quota's charge, which runs before the size check.
+    #[test]
+    fn any_cqe_has_a_geometry() {
+        assert_eq!(cq_geometry(0), (1, 0));
+        assert_eq!(cq_geometry(16), (32, 31));
+        assert_eq!(cq_geometry(1 << 31), (1 << 31, (1 << 31) - 1));
+        assert_eq!(cq_geometry(u32::MAX), (1 << 31, (1 << 31) - 1));
+    }
 
     fn recv(hdr: Option<NetworkHdr>) -> Cqe<CqeBytes> {
         let mut c = Completion::new(CqSide::Recv, 7, WcStatus::Success, WcOpcode::Recv, 0x11);
