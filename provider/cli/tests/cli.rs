@@ -19,9 +19,12 @@ use rxu_testkit::runtime::scratch_dir;
 use rxu_testkit::{bins, is_root, seqpacket_pair, skip};
 
 /// A private runtime directory; on drop, every device in it is forced
-/// down and the directory removed.
+/// down and the directory removed. One at a time: every test brings
+/// devices up on 127.0.3.x:4791, and `rxu up`s running side by side have
+/// been seen to fail with "already in use" (a fresh-clone run).
 struct Rt {
     dir: PathBuf,
+    _serial: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Rt {
@@ -32,6 +35,7 @@ impl Rt {
             return None;
         }
         Some(Rt {
+            _serial: rxu_testkit::serial(),
             dir: scratch_dir(&format!("cli-{tag}")),
         })
     }
