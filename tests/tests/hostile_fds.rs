@@ -413,3 +413,113 @@ fn a_plain_file_as_memory_is_refused_at_hello() {
     assert_eq!(std::fs::read(&a.file).unwrap(), before, "the file changed");
     let _ = File::open(&a.file).unwrap();
 }
+
+/// A file on a FUSE file system whose server never answers, in every fd
+/// slot: refused before any syscall touches it (EINVAL, the message
+/// naming FUSE). rxud's close of it sends a FLUSH that is never answered;
+/// that close runs on rxud's closer thread, whose wait the watchdog ends
+/// by aborting the connection (the client's uid owns it), so the FLUSH
+/// arrives, the file system ends aborted, and nothing waits on the loop.
+#[test]
+fn fuse_files_are_refused_in_every_slot_and_never_block_rxud() {
+    let _g = serial();
+    if !Path::new("/dev/fuse").exists() {
+        rxu_testkit::skip("no /dev/fuse: this kernel has no FUSE");
+        return;
+    }
+    let d = Daemon::start("rxuh4", Ipv4Addr::new(127, 0, 15, 5));
+    let dir = scratch_dir("hostile-fuse-fds");
+    under_watch(&d, || {
+        // Each case: (what, the request, where the FUSE fd goes among
+        // the fds it carries, whether it is sent on a ready session).
+        type Case = (&'static str, Request, usize, bool);
+        let cq = Request::CreateCq {
+            cqe: 16,
+            comp_vector: 0,
+            user_handle: 1,
+            channel: true,
+            timestamps: false,
+        };
+        let cases: Vec<Case> = vec![
+            ("Hello's memory fd", hello_req(), 0, false),
+            ("Hello's async socket", hello_req(), 1, false),
+            ("Hello's doorbell", hello_req(), 2, false),
+            ("CreateCq's channel", cq, 0, true),
+            ("BindCmdFd", Request::BindCmdFd, 0, true),
+            ("ImportContext", Request::ImportContext, 0, true),
+            (
+                "OpenXrcd",
+                Request::OpenXrcd {
+                    oflags: libc::O_CREAT as u32,
+                },
+                0,
+                true,
+            ),
+        ];
+        for (i, (what, req, slot, ready)) in cases.into_iter().enumerate() {
+            let fs = rxu_testkit::fuse::StuckFuse::mount(&dir.join(format!("m{i}")))
+                .unwrap_or_else(|e| panic!("mount a FUSE file system: {e}"));
+            let raw = fs.open().unwrap();
+            // SAFETY: the fs keeps `raw` open until it is dropped, after
+            // this borrow ends.
+            let fuse_fd = unsafe { BorrowedFd::borrow_raw(raw) };
+            let (c, _rd) = if ready {
+                ready_conn(&d)
+            } else {
+                (Conn::open(&d), own_mem(true))
+            };
+            let (_prd, pwr) = seqpacket_pair();
+            let bell = eventfd();
+            let mem = own_mem(true);
+            let mut fds: Vec<BorrowedFd<'_>> = if ready {
+                vec![]
+            } else {
+                vec![mem.as_fd(), pwr.as_fd(), bell.as_fd()]
+            };
+            if ready {
+                fds.push(fuse_fd);
+            } else {
+                fds[slot] = fuse_fd;
+            }
+            let (errno, msg) = errno_of(c.call(&req, &fds));
+            assert_eq!(errno, libc::EINVAL, "{what}: {msg}");
+            assert!(msg.contains("FUSE"), "{what}: {msg}");
+            if !ready {
+                assert!(c.closed(), "{what}: a refused Hello left the session open");
+            }
+            // rxud closed its copy (off the loop) and ended that wait.
+            let end = std::time::Instant::now() + Duration::from_secs(5);
+            while !fs.aborted() && std::time::Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert!(
+                fs.flushes.load(std::sync::atomic::Ordering::Relaxed) > 0,
+                "{what}: rxud never closed the file"
+            );
+            assert!(
+                fs.aborted(),
+                "{what}: the stuck close was not ended\n{}",
+                d.log_text()
+            );
+        }
+        // The rdma_cm event channel.
+        let fs = rxu_testkit::fuse::StuckFuse::mount(&dir.join("cm")).unwrap();
+        let raw = fs.open().unwrap();
+        // SAFETY: as above.
+        let fuse_fd = unsafe { BorrowedFd::borrow_raw(raw) };
+        let cm = Conn::open(&d);
+        let r = cm.call(
+            &Request::CmHello {
+                version: PROTO_VERSION,
+                pid: std::process::id(),
+            },
+            &[],
+        );
+        assert!(matches!(r, Some(Response::Hello { .. })), "{r:?}");
+        let attach = Request::Cm(CmRequest::AttachChannel { channel: 1, tag: 1 });
+        let (errno, msg) = errno_of(cm.call(&attach, &[fuse_fd]));
+        assert_eq!(errno, libc::EINVAL, "AttachChannel: {msg}");
+        assert!(msg.contains("FUSE"), "AttachChannel: {msg}");
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}

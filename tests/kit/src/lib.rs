@@ -23,6 +23,7 @@
 
 pub mod bins;
 pub mod daemon;
+pub mod fuse;
 pub mod hostile;
 pub mod process;
 pub mod runtime;

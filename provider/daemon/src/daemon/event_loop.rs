@@ -25,16 +25,21 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use transport::engine::spin::Spin;
 
 use rxu_abi::proto::{self, fdpass, Request, MAX_MSG};
 
+use crate::mem::watch::{self, Slot};
+
+use super::closer::Closer;
 use super::device::Device;
 use super::log::{debug, info, warning};
 use super::setup::RuntimeFiles;
 use super::sys::{self, Epoll, Ready};
+use super::watchdog::Watchdog;
 use super::DaemonError;
 
 const T_LISTEN: u64 = 1 << 40;
@@ -84,6 +89,11 @@ pub struct Daemon {
     /// for want of resources); the failure was logged once.
     accept_paused: Option<Instant>,
     accept_failing: bool,
+    /// The loop's watched syscalls on client memory (`mem/watch.rs`).
+    slot: Arc<Slot>,
+    /// Closes refused FUSE files off the loop.
+    closer: Closer,
+    _watchdog: Watchdog,
 }
 
 impl Daemon {
@@ -108,6 +118,13 @@ impl Daemon {
             }
         };
         let max_spin = max_spin.max(MIN_SPIN);
+        super::fuse::ensure_control_fs();
+        let slot = Arc::new(Slot::default());
+        let closer = Closer::start()?;
+        let watchdog = Watchdog::start(vec![
+            ("the loop", Arc::clone(&slot)),
+            ("the closer", Arc::clone(&closer.slot)),
+        ])?;
         Ok(Daemon {
             dev,
             files,
@@ -126,6 +143,9 @@ impl Daemon {
             silent: VecDeque::new(),
             accept_paused: None,
             accept_failing: false,
+            slot,
+            closer,
+            _watchdog: watchdog,
         })
     }
 
@@ -138,6 +158,7 @@ impl Daemon {
         };
         let mut last_fd_poll: Option<Instant> = None;
         let mut engine_errors = 0u32;
+        watch::install(Arc::clone(&self.slot));
         while !self.stop {
             let mut work = 0;
             let now = Instant::now();
@@ -167,6 +188,7 @@ impl Daemon {
                 }
             }
             work += self.dev.deliver();
+            work += self.fail_overdue();
             if work > 0 {
                 self.spin.busy();
                 continue;
@@ -327,11 +349,17 @@ impl Daemon {
                     // see ECONNRESET instead of the reason: read it first
                     // (bounded; its fds are closed with it).
                     for _ in 0..4 {
-                        if !matches!(
-                            fdpass::recv_msg(sock.as_fd(), &mut self.msg, libc::MSG_DONTWAIT),
-                            Ok((n, _)) if n > 0
-                        ) {
-                            break;
+                        match fdpass::recv_msg(sock.as_fd(), &mut self.msg, libc::MSG_DONTWAIT) {
+                            Ok((n, fds)) if n > 0 => {
+                                // Never a close of a FUSE file on the loop.
+                                for fd in fds {
+                                    match super::fuse::fd_conn(fd.as_fd()) {
+                                        Some(c) => self.closer.close(fd, c, cred.uid),
+                                        None => drop(fd),
+                                    }
+                                }
+                            }
+                            _ => break,
                         }
                     }
                     continue;
@@ -405,7 +433,16 @@ impl Daemon {
             };
             debug!("client {id}: {req:?}");
             let was_ready = self.dev.objects.session(id).is_some_and(|s| s.ready);
-            let reply = self.dev.handle(id, req, fds);
+            let mut fds = fds;
+            let reply = match self.refuse_fuse_fds(id, &mut fds) {
+                Some(resp) => super::reply::Reply {
+                    resp,
+                    fds: Vec::new(),
+                    // A refused Hello ends the session, as fdcheck's do.
+                    close: !was_ready,
+                },
+                None => self.dev.handle(id, req, fds),
+            };
             if !was_ready {
                 if let Some(bell) = self.dev.objects.session(id).and_then(|s| s.bell.as_ref()) {
                     if let Err(e) = self.epoll.add(bell.as_fd(), T_BELL | u64::from(id)) {
@@ -433,6 +470,53 @@ impl Daemon {
                 return;
             }
         }
+    }
+
+    /// Closes the sessions of clients one of whose memory accesses passed
+    /// the watchdog's deadline (`watchdog.rs`); how many.
+    fn fail_overdue(&mut self) -> usize {
+        let fds = self.slot.take_failed();
+        let mut n = 0;
+        for fd in fds {
+            let clients: Vec<u32> = self
+                .dev
+                .objects
+                .sessions()
+                .map(|s| s.id)
+                .filter(|&s| self.dev.endpoint.memory().client_with_mem_fd(fd) == Some(s))
+                .collect();
+            for id in clients {
+                warning!("client {id}: an access to its memory blocked rxud past the deadline; closing its session");
+                self.disconnect(id);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// A request whose fds include a file on FUSE is refused before any
+    /// handler sees it (no syscall on such a file may run on the loop),
+    /// and those files are closed by the closer thread. The error reply,
+    /// if the fds were refused.
+    fn refuse_fuse_fds(&self, id: u32, fds: &mut Vec<OwnedFd>) -> Option<proto::Response> {
+        let conns: Vec<Option<u64>> = fds
+            .iter()
+            .map(|f| super::fuse::fd_conn(f.as_fd()))
+            .collect();
+        let first = conns.iter().position(Option::is_some)?;
+        let uid = self.dev.objects.quota.uid_of(id).unwrap_or(u32::MAX);
+        for (fd, conn) in std::mem::take(fds).into_iter().zip(conns) {
+            match conn {
+                Some(c) => self.closer.close(fd, c, uid),
+                None => drop(fd),
+            }
+        }
+        Some(super::handle::error_response(
+            libc::EINVAL,
+            &format!(
+                "fd {first} of the request is a file on a FUSE file system: rxud takes none (a FUSE server that does not answer would block it)"
+            ),
+        ))
     }
 
     fn disconnect(&mut self, id: u32) {

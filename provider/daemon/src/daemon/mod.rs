@@ -8,7 +8,9 @@
 //! files), `event_loop` (the single-threaded loop and its spin policy),
 //! `device` (the device: its parts `objects`, `port`, the engine and
 //! `counters`), `handle` (dispatch), `fdcheck` (what every fd a client
-//! passes must be: its own memory, its own socket pairs) and `cq`, `srq`, `qp`, `mr`, `mw`, `admin` (the
+//! passes must be: its own memory, its own socket pairs), `fuse`,
+//! `watchdog` and `closer` (no syscall on a client's memory or file may
+//! hold the loop past a deadline: FUSE) and `cq`, `srq`, `qp`, `mr`, `mw`, `admin` (the
 //! requests, each a function of the parts it needs; `reply` is what they
 //! return), `datapath` (rings <-> engine), `wqe` (slot validation),
 //! `session` (per-client objects), `quota` and `charge` (per-client and
@@ -19,6 +21,7 @@
 pub mod admin;
 pub mod advise;
 pub mod charge;
+pub mod closer;
 pub mod cm;
 pub mod cm_join;
 pub mod completion;
@@ -28,6 +31,7 @@ pub mod datapath;
 pub mod device;
 pub mod event_loop;
 pub mod fdcheck;
+pub mod fuse;
 pub mod handle;
 pub mod link;
 pub mod log;
@@ -45,6 +49,7 @@ pub mod setup;
 pub mod share;
 pub mod srq;
 pub mod sys;
+pub mod watchdog;
 pub mod wqe;
 pub mod xrc;
 pub mod xrcd;

@@ -2,6 +2,7 @@
 //! mean for the transport.
 
 use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 
 use transport::qp::MemError;
@@ -23,14 +24,26 @@ pub fn read(mem: &File, at: u64, dst: &mut [u8]) -> Result<(), MemError> {
     if dst.is_empty() {
         return Ok(());
     }
-    mem.read_exact_at(dst, at).map_err(|e| mem_error(&e))
+    let (r, late) = super::watch::memory(mem.as_raw_fd(), at, || mem.read_exact_at(dst, at));
+    finish(r, late)
 }
 
 pub fn write(mem: &File, at: u64, src: &[u8]) -> Result<(), MemError> {
     if src.is_empty() {
         return Ok(());
     }
-    mem.write_all_at(src, at).map_err(|e| mem_error(&e))
+    let (r, late) = super::watch::memory(mem.as_raw_fd(), at, || mem.write_all_at(src, at));
+    finish(r, late)
+}
+
+/// An access that went past the watchdog's deadline failed its client
+/// (the loop closes the session), whatever it returned in the end:
+/// [`MemError::Gone`], which the transport answers with silence.
+fn finish(r: std::io::Result<()>, late: bool) -> Result<(), MemError> {
+    if late {
+        return Err(MemError::Gone);
+    }
+    r.map_err(|e| mem_error(&e))
 }
 
 /// A file holding `data`, standing in for a client's memory in tests (its

@@ -111,17 +111,26 @@ pub(crate) fn check_mapped(
 /// Reads the byte at `at` through the descriptor.
 fn probe(mem: &File, at: u64) -> Result<(), MapError> {
     let mut b = [0u8; 1];
-    match mem.read_at(&mut b, at) {
-        Ok(1) => Ok(()),
+    match super::watch::memory(mem.as_raw_fd(), at, || mem.read_at(&mut b, at)) {
+        (Ok(1), false) => Ok(()),
         _ => Err(MapError::Unmapped),
     }
 }
 
-/// One byte of every page of `[addr, last]`.
+/// Pages [`probe_pages`] reads at most for one registration: one pread
+/// each, on the loop thread that serves every client. Past that the
+/// check stops (it is advisory: the first and last byte were read, and
+/// every later access fails cleanly on a hole).
+const MAX_PROBES: u32 = 1024;
+
+/// One byte of every page of `[addr, last]` (at most [`MAX_PROBES`]).
 fn probe_pages(mem: &File, addr: u64, last: u64) -> Result<(), MapError> {
     let page = page_size();
     let mut at = addr - addr % page;
-    while at <= last {
+    for _ in 0..MAX_PROBES {
+        if at > last {
+            break;
+        }
         probe(mem, at.max(addr))?;
         match at.checked_add(page) {
             Some(n) => at = n,

@@ -51,6 +51,7 @@ mod mw;
 mod readahead;
 #[cfg(test)]
 mod tests;
+pub mod watch;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -310,6 +311,16 @@ impl DeviceMemory {
         Err(RegError::NoResources("no free key"))
     }
 
+    /// The client whose memory is the open file `fd` (the watchdog names
+    /// an overdue access by its fd).
+    pub fn client_with_mem_fd(&self, fd: i32) -> Option<u32> {
+        use std::os::fd::AsRawFd;
+        self.clients
+            .iter()
+            .find(|(_, c)| c.mem.as_raw_fd() == fd)
+            .map(|(&id, _)| id)
+    }
+
     /// Whether `client`'s process is gone (or going): its memory reads as
     /// end-of-file, where a live process's unmapped page 0 is EIO.
     pub fn client_gone(&self, client: u32) -> bool {
@@ -317,7 +328,11 @@ impl DeviceMemory {
             return true;
         };
         let mut b = [0u8; 1];
-        matches!(c.mem.read_at(&mut b, 0), Ok(0))
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&*c.mem);
+        matches!(
+            watch::memory(fd, 0, || c.mem.read_at(&mut b, 0)),
+            (Ok(0), _)
+        )
     }
 
     /// Makes `to` the owner of every region `from` registered (their

@@ -84,8 +84,11 @@ impl ReadAhead {
         if self.buf.len() < MAX_AHEAD {
             self.buf.resize(MAX_AHEAD, 0);
         }
-        if mem.read_exact_at(&mut self.buf[..want], at).is_err() {
-            return false;
+        let buf = &mut self.buf[..want];
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&**mem);
+        match super::watch::memory(fd, at, || mem.read_exact_at(buf, at)) {
+            (Ok(()), false) => {}
+            _ => return false,
         }
         dst.copy_from_slice(&self.buf[..dst.len()]);
         self.len = want;
