@@ -7,6 +7,7 @@ is a device per side on 127.0.8.1 and 127.0.8.2 (every packet crosses UDP
 between two daemons).
 """
 
+import json
 import os
 import shutil
 import signal
@@ -96,6 +97,83 @@ class Devices:
                 self.rxu("down", "--name", name, "--force")
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 print(f"# down {name}: {e}", file=sys.stderr)
+        shutil.rmtree(self.rt, ignore_errors=True)
+
+
+def crate_source(name, version, cache):
+    """Crate `name` `version` from crates.io, copied to `<cache>/<name>-<version>`
+    as a package of its own (its Cargo.lock, if it ships one, kept). cargo
+    itself downloads it: a throwaway project under `<cache>/probe` depends on
+    `name = "=version"` and `cargo metadata` says where the source is."""
+    probe = os.path.join(cache, "probe")
+    os.makedirs(os.path.join(probe, "src"), exist_ok=True)
+    with open(os.path.join(probe, "Cargo.toml"), "w") as f:
+        f.write(
+            f'[package]\nname = "{name}-probe"\nversion = "0.0.0"\nedition = "2021"\n'
+            f'[dependencies]\n{name} = "={version}"\n[workspace]\n'
+        )
+    with open(os.path.join(probe, "src", "main.rs"), "w") as f:
+        f.write("fn main() {}\n")
+    meta = subprocess.run(
+        ["cargo", "metadata", "--format-version", "1", "--manifest-path",
+         os.path.join(probe, "Cargo.toml")],
+        capture_output=True, text=True, timeout=600, check=True,
+    )
+    pkgs = json.loads(meta.stdout)["packages"]
+    src = next(
+        os.path.dirname(p["manifest_path"])
+        for p in pkgs
+        if p["name"] == name and p["version"] == version
+    )
+    dst = os.path.join(cache, f"{name}-{version}")
+    if not os.path.isdir(dst):
+        shutil.copytree(src, dst)
+        # A package of its own, not a member of rxu's workspace above it.
+        with open(os.path.join(dst, "Cargo.toml"), "a") as f:
+            f.write("\n[workspace]\n")
+    return dst
+
+
+class LoNs:
+    """A network namespace of its own with lo up (127.0.0.1 and ::1) and
+    `rxu up --netdev lo` as `dev` in it, in a private runtime dir: for
+    suites that connect to 127.0.0.1 or to GID index 1 (::1)."""
+
+    def __init__(self, tag, dev="rxu0"):
+        self.ns = f"rxu-{tag}-{os.getpid()}"
+        self.dev = dev
+        self.rt = tempfile.mkdtemp(prefix=f"rxu-{tag}-")
+        self.env = None
+
+    def up(self):
+        subprocess.run(["ip", "netns", "add", self.ns], check=True, timeout=30)
+        subprocess.run(["ip", "-n", self.ns, "link", "set", "lo", "up"], check=True, timeout=30)
+        copy_provider(self.rt)
+        r = subprocess.run(
+            self.argv(os.path.join(BIN, "rxu"), "up", "--netdev", "lo", "--name", self.dev),
+            env=dict(os.environ, RXU_RUNTIME_DIR=self.rt),
+            capture_output=True, text=True, timeout=60,
+        )
+        if r.returncode != 0:
+            raise RuntimeError(f"rxu up: {r.stderr.strip()}")
+        self.env = dict(os.environ, RXU_RUNTIME_DIR=self.rt)
+        for line in r.stdout.splitlines():
+            if line.startswith("export ") and "=" in line:
+                k, v = line[len("export "):].split("=", 1)
+                self.env[k] = v.strip("'\"")
+        self.env["RDMAV_DRIVERS"] = os.path.join(self.rt, "librxu")
+        self.env["LD_PRELOAD"] = os.path.join(self.rt, "librxu-ucma.so")
+
+    def argv(self, *cmd):
+        return ["ip", "netns", "exec", self.ns, *cmd]
+
+    def down(self):
+        subprocess.run(
+            self.argv(os.path.join(BIN, "rxu"), "down", "--name", self.dev, "--force"),
+            env=dict(os.environ, RXU_RUNTIME_DIR=self.rt),
+            capture_output=True, timeout=60,
+        )
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, timeout=30)
         shutil.rmtree(self.rt, ignore_errors=True)
 
 

@@ -2,7 +2,8 @@
  * rdma_bind_addr takes its port at once, in every port space, through
  * librdmacm as qperf and sideway use it.
  *
- * For RDMA_PS_TCP (RC), RDMA_PS_UDP (UD) and RDMA_PS_IB (RC):
+ * For RDMA_PS_TCP (RC), RDMA_PS_UDP (UD), RDMA_PS_IB (RC) and RDMA_PS_IPOIB
+ * (UD, as ucma makes its ids; the kernel binds it in a port space of its own):
  * - a bind to 0.0.0.0 port 0 has its port right after the bind
  *   (rdma_get_src_port and rdma_get_local_addr agree, the peer side is
  *   empty), and keeps it through rdma_listen;
@@ -121,17 +122,20 @@ int main(int argc, char **argv)
 	one_port_space(RDMA_PS_TCP, "RDMA_PS_TCP");
 	one_port_space(RDMA_PS_UDP, "RDMA_PS_UDP");
 	one_port_space(RDMA_PS_IB, "RDMA_PS_IB");
+	one_port_space(RDMA_PS_IPOIB, "RDMA_PS_IPOIB");
 
-	/* One port, three port spaces. */
+	/* One port, four port spaces. */
 	struct rdma_cm_id *a = new_id(RDMA_PS_TCP), *b = new_id(RDMA_PS_UDP),
-			  *c = new_id(RDMA_PS_IB);
+			  *c = new_id(RDMA_PS_IB), *d = new_id(RDMA_PS_IPOIB);
 	CHECK(!bind_to(a, "0.0.0.0", 0), "TCP bind: %m");
 	uint16_t p = port_of(a, "0.0.0.0");
 	CHECK(!bind_to(b, "0.0.0.0", p), "UDP port %u taken by TCP: %m", p);
 	CHECK(!bind_to(c, "0.0.0.0", p), "IB port %u taken by TCP: %m", p);
+	CHECK(!bind_to(d, "0.0.0.0", p), "IPoIB port %u taken by TCP: %m", p);
 	rdma_destroy_id(a);
 	rdma_destroy_id(b);
 	rdma_destroy_id(c);
+	rdma_destroy_id(d);
 	rdma_destroy_event_channel(ch);
 	printf("cm_ports: ok\n");
 	return 0;

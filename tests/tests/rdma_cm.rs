@@ -420,7 +420,7 @@ fn bind_takes_its_port_at_once_in_every_port_space() {
     let exe = exe.to_str().expect("utf-8 path");
     // tests/c/cm_ports.c: port 0 has its port right after rdma_bind_addr
     // (what qperf sends its client), and a second bind to it fails with
-    // the kernel's errno, in RDMA_PS_TCP, _UDP and _IB.
+    // the kernel's errno, in RDMA_PS_TCP, _UDP, _IB and _IPOIB.
     a.run(exe, &[A], LIMIT).expect_ok();
     // Two devices in one runtime dir: a wildcard bind holds its one port
     // on both, and each address conflicts with it.
@@ -447,9 +447,11 @@ fn addresses_and_event_params_in_each_state_of_an_id() {
     // tests/c/cm_addrs.c: rdma_get_{src,dst}_port and rdma_get_{local,
     // peer}_addr of a listener, a client and the server's new id through
     // bind, resolve, CONNECT_REQUEST, CONNECT_RESPONSE, ESTABLISHED and
-    // DISCONNECTED, and each connection event's conn param, as the
-    // kernel's rdma_cm and ucma fill them; then UD (SIDR): the ud params,
-    // and ibv_create_ah on each event's ah_attr as it is.
+    // DISCONNECTED, and every field of each connection event's conn param,
+    // as the kernel's rdma_cm and ucma fill them, in RDMA_PS_TCP and
+    // RDMA_PS_IB (the second reusing the first's QP numbers during its
+    // TimeWait, as the kernel allows); then UD (SIDR): the ud params, the
+    // address vectors' fields, and ibv_create_ah on each as it is.
     let r = a.run(exe.to_str().expect("utf-8 path"), &[A], LIMIT);
     r.expect_ok();
     assert!(r.stdout.contains("cm_addrs: ok"), "{}", r.report());

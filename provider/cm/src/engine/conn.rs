@@ -205,9 +205,12 @@ impl Cm {
         }
     }
 
-    /// TimeWait: nothing more is sent; (remote QPN, GUID) and (remote comm
-    /// ID, GUID) stay known for `conv(av_timeout)`.
+    /// TimeWait for `conv(av_timeout)`: nothing more is sent. The peer's
+    /// (GUID, QPN) and (GUID, comm ID) are forgotten at once, as the
+    /// kernel's cm_enter_timewait does: a REQ from that QP now is a new
+    /// connection, not a stale one.
     pub(crate) fn enter_timewait(&mut self, now: Instant, comm: u32) {
+        self.remove_remote(comm);
         let Some(c) = self.conns.get_mut(&comm) else {
             return;
         };

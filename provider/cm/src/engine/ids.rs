@@ -76,11 +76,12 @@ impl Id {
     }
 }
 
-/// Port spaces rdma_cm serves and the QP types each allows (ucma's rules).
+/// Port spaces rdma_cm serves and the QP types each allows (ucma's rules:
+/// RDMA_PS_IPOIB ids are UD, as RDMA_PS_UDP's, with ports of their own).
 fn ps_allows(ps: u16, qp_type: QpType) -> bool {
     match ps {
         port_space::TCP => qp_type == QpType::Rc,
-        port_space::UDP => qp_type == QpType::Ud,
+        port_space::UDP | port_space::IPOIB => qp_type == QpType::Ud,
         port_space::IB => true,
         _ => false,
     }

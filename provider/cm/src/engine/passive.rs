@@ -175,17 +175,7 @@ impl Cm {
                 MRA_SERVICE_TIMEOUT,
             )),
             ConnState::RepSent => c.last.clone(),
-            ConnState::TimeWait => Some(mads::rej(
-                c.tid,
-                RejParts {
-                    local: comm,
-                    remote: c.remote_comm_id,
-                    msg_rejected: msg_ref::OTHER,
-                    reason: rej_reason::STALE_CONN,
-                    ari: &[],
-                    private_data: &[],
-                },
-            )),
+            // A conn in TimeWait is no longer known by the peer's comm ID.
             _ => None,
         };
         if let Some(m) = m {

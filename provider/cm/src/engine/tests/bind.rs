@@ -15,13 +15,17 @@ fn cm() -> Cm {
     Cm::new(config(A_IP, A_GUID, 7, CmTiming::default()))
 }
 
-fn bind(c: &mut Cm, ps: u16, addr: SocketAddr, reuse: bool) -> Result<u32, i32> {
-    let qpt = if ps == port_space::UDP {
+/// The QP type ucma gives an id of `ps` (RDMA_PS_IB's is the caller's).
+fn qp_type_of(ps: u16) -> QpType {
+    if ps == port_space::UDP || ps == port_space::IPOIB {
         QpType::Ud
     } else {
         QpType::Rc
-    };
-    c.bind(1, ps, qpt, addr, reuse, false, None)
+    }
+}
+
+fn bind(c: &mut Cm, ps: u16, addr: SocketAddr, reuse: bool) -> Result<u32, i32> {
+    c.bind(1, ps, qp_type_of(ps), addr, reuse, false, None)
         .map(|x| x.0)
         .map_err(|e| e.errno())
 }
@@ -37,6 +41,13 @@ fn same_port_conflicts_per_port_space() {
     // Another port space has its own ports.
     bind(&mut c, port_space::UDP, SocketAddr::new(A_IP, 5000), false).unwrap();
     bind(&mut c, port_space::IB, SocketAddr::new(A_IP, 5000), false).unwrap();
+    bind(
+        &mut c,
+        port_space::IPOIB,
+        SocketAddr::new(A_IP, 5000),
+        false,
+    )
+    .unwrap();
     // A wildcard beside a specific address: the kernel says EADDRNOTAVAIL.
     assert_eq!(
         bind(&mut c, port_space::TCP, any(5000), false),
@@ -213,12 +224,14 @@ fn a_vanished_address_gives_addr_change_once() {
 #[test]
 fn port_0_is_taken_at_bind_in_every_port_space() {
     let mut c = cm();
-    for ps in [port_space::TCP, port_space::UDP, port_space::IB] {
-        let qpt = if ps == port_space::UDP {
-            QpType::Ud
-        } else {
-            QpType::Rc
-        };
+    let spaces = [
+        port_space::TCP,
+        port_space::UDP,
+        port_space::IB,
+        port_space::IPOIB,
+    ];
+    for ps in spaces {
+        let qpt = qp_type_of(ps);
         for ip in [IpAddr::V4(Ipv4Addr::UNSPECIFIED), A_IP] {
             let (_, got) = c
                 .bind(1, ps, qpt, SocketAddr::new(ip, 0), false, false, None)
