@@ -523,3 +523,38 @@ fn fuse_files_are_refused_in_every_slot_and_never_block_rxud() {
     });
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A client that floods Hello and close: 2000 sessions opened with their
+/// own fds and dropped at once (half before the reply, half after).
+/// Each is served or cleaned up; the bystander keeps completing and
+/// rxud's fds and RSS come back.
+#[test]
+fn a_hello_and_close_flood_leaves_nothing_behind() {
+    let _g = serial();
+    let d = Daemon::start("rxuh5", Ipv4Addr::new(127, 0, 15, 6));
+    let rss = rss_kib(d.pid());
+    under_watch(&d, || {
+        let mem = own_mem(true);
+        let t0 = std::time::Instant::now();
+        let mut served = 0;
+        for i in 0..2000 {
+            let c = Conn::open(&d);
+            let (_rd, wr) = seqpacket_pair();
+            let bell = eventfd();
+            let fds = [mem.as_fd(), wr.as_fd(), bell.as_fd()];
+            if i % 2 == 0 {
+                let bytes = proto::encode(&hello_req()).unwrap();
+                fdpass::send_msg(c.0.as_fd(), &bytes, &fds).unwrap();
+            } else if matches!(c.call(&hello_req(), &fds), Some(Response::Hello { .. })) {
+                served += 1;
+            }
+        }
+        assert_eq!(served, 1000, "every waited-for Hello is answered");
+        eprintln!("2000 Hello/close in {:?}", t0.elapsed());
+    });
+    let after = rss_kib(d.pid());
+    assert!(
+        after <= rss + 4096,
+        "rxud's RSS grew from {rss} to {after} KiB"
+    );
+}
