@@ -156,6 +156,10 @@ fn raw_openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> 
 /// As open(2). The third argument is variadic in C; on the supported ABIs
 /// (x86_64, aarch64 Linux) a fixed integer parameter reads the same
 /// register, and it is used only when the flags say a mode was passed.
+// Rust 1.99+ checks definitions of the C library's own symbols; these are
+// variadic in C and take a fixed integer here on purpose (see `open`).
+#[allow(unknown_lints)]
+#[allow(invalid_runtime_symbol_definitions)]
 #[no_mangle]
 pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
     // SAFETY: the caller passes a path as open(2) requires.
@@ -172,6 +176,10 @@ pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -
 
 /// # Safety
 /// As open64(2); see [`open`].
+// Rust 1.99+ checks definitions of the C library's own symbols; these are
+// variadic in C and take a fixed integer here on purpose (see `open`).
+#[allow(unknown_lints)]
+#[allow(invalid_runtime_symbol_definitions)]
 #[no_mangle]
 pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
     // SAFETY: the caller passes a path as open(2) requires.
@@ -188,6 +196,10 @@ pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint)
 
 /// # Safety
 /// As openat(2); see [`open`]. Only the absolute path is recognised.
+// Rust 1.99+ checks definitions of the C library's own symbols; these are
+// variadic in C and take a fixed integer here on purpose (see `open`).
+#[allow(unknown_lints)]
+#[allow(invalid_runtime_symbol_definitions)]
 #[no_mangle]
 pub unsafe extern "C" fn openat(
     dirfd: c_int,
@@ -209,6 +221,10 @@ pub unsafe extern "C" fn openat(
 
 /// # Safety
 /// As openat64(2); see [`open`].
+// Rust 1.99+ checks definitions of the C library's own symbols; these are
+// variadic in C and take a fixed integer here on purpose (see `open`).
+#[allow(unknown_lints)]
+#[allow(invalid_runtime_symbol_definitions)]
 #[no_mangle]
 pub unsafe extern "C" fn openat64(
     dirfd: c_int,
@@ -392,6 +408,10 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 /// # Safety
 /// As ioctl(2). The third argument is variadic in C; on the supported ABIs
 /// a pointer-sized parameter reads the same register (see [`open`]).
+// Rust 1.99+ checks definitions of the C library's own symbols; these are
+// variadic in C and take a fixed integer here on purpose (see `open`).
+#[allow(unknown_lints)]
+#[allow(invalid_runtime_symbol_definitions)]
 #[no_mangle]
 pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) -> c_int {
     if request == VERBS_IOCTL && UVERBS.is_cmd_fd(fd) {

@@ -84,6 +84,39 @@ pub fn conn_at(pid: u32, addr: u64) -> Option<u64> {
     None
 }
 
+/// As [`conn_at`], but gives up after `limit` (None): reading a
+/// process's maps takes its mmap lock, which a client can keep waiting
+/// behind its own stuck fault. The reader thread is left to finish.
+pub fn conn_at_within(pid: u32, addr: u64, limit: std::time::Duration) -> Option<Option<u64>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("rxud-maps".into())
+        .spawn(move || {
+            let _ = tx.send(conn_at(pid, addr));
+        })
+        .ok()?;
+    rx.recv_timeout(limit).ok()
+}
+
+/// The FUSE connections of `uid` with requests waiting for their server
+/// (the `waiting` count in fusectl): where a client's stuck syscall may
+/// wait when its maps cannot be read.
+pub fn busy_conns_of(uid: u32) -> Vec<u64> {
+    let Ok(dir) = std::fs::read_dir(CONNECTIONS) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
+        .filter(|&c| owned_by(c, uid).is_ok())
+        .filter(|&c| {
+            std::fs::read_to_string(conn_dir(c).join("waiting"))
+                .ok()
+                .and_then(|w| w.trim().parse::<u64>().ok())
+                .is_some_and(|w| w > 0)
+        })
+        .collect()
+}
+
 /// Whether FUSE connection `conn` belongs to `uid` (a client's own file
 /// system, which rxud may end; another user's is not its to end).
 pub fn owned_by(conn: u64, uid: u32) -> Result<(), String> {

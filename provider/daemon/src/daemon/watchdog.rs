@@ -143,49 +143,62 @@ fn asleep(tid: i32) -> bool {
         .is_some_and(|st| st == "S" || st == "D")
 }
 
+/// How long the watchdog reads a client's maps before it falls back to
+/// the uid's busy FUSE connections.
+const MAPS_LIMIT: Duration = Duration::from_millis(50);
+
 /// Ends the wait of syscall `b` if it is on a FUSE connection of the
 /// client's own (whether it did); says what happened either way.
 fn unblock(what: &str, slot: &Slot, b: &Busy, waited: Duration) -> bool {
-    let (client, conn, uid) = if b.addr == CLOSING {
-        (format!("a file uid {} passed", b.uid), b.conn, Some(b.uid))
+    let (client, conns, uid) = if b.addr == CLOSING {
+        let conns = if b.conn == NO_CONN { vec![] } else { vec![b.conn] };
+        (format!("a file uid {} passed", b.uid), conns, Some(b.uid))
     } else {
         let pid = mem_pid(b.fd);
-        let uid = pid.and_then(|p| {
-            std::fs::metadata(format!("/proc/{p}"))
-                .ok()
-                .map(|m| m.uid())
-        });
-        let conn = pid
-            .and_then(|p| fuse::conn_at(p, b.addr))
-            .unwrap_or(NO_CONN);
+        let uid = pid.and_then(|p| std::fs::metadata(format!("/proc/{p}")).ok().map(|m| m.uid()));
+        let conns = match (pid, uid) {
+            // Address 0 is the read of the maps itself (`mapcheck`).
+            (Some(_), Some(u)) if b.addr == 0 => fuse::busy_conns_of(u),
+            (Some(p), Some(u)) => match fuse::conn_at_within(p, b.addr, MAPS_LIMIT) {
+                Some(found) => found.into_iter().collect(),
+                // The maps wait too: whatever of the uid's is waiting.
+                None => fuse::busy_conns_of(u),
+            },
+            _ => vec![],
+        };
         let who = match (pid, uid) {
             (Some(p), Some(u)) => format!("the memory of pid {p} (uid {u}) at {:#x}", b.addr),
             _ => format!("a client's memory at {:#x}", b.addr),
         };
-        (who, conn, uid)
+        (who, conns, uid)
     };
-    let (done, outcome) = match (conn, uid) {
-        (NO_CONN, _) => (false, "not on a FUSE connection rxud can end".to_owned()),
-        // Marked before the abort: the syscall returns the moment it
-        // lands, and must find itself overdue.
-        (c, Some(u)) => match fuse::owned_by(c, u).and_then(|()| {
-            slot.mark_overdue(b.seq);
-            fuse::abort(c)
-        }) {
-            Ok(()) => (
-                true,
-                format!("aborted its FUSE connection {c}; the client is failed"),
-            ),
-            Err(e) => (false, format!("cannot end the wait: {e}")),
-        },
-        (c, None) => (
-            false,
-            format!("FUSE connection {c}, but the client's uid is unknown"),
-        ),
-    };
+    let mut outcome = Vec::new();
+    let mut done = false;
+    match uid {
+        _ if conns.is_empty() => outcome.push("not on a FUSE connection rxud can end".to_owned()),
+        None => outcome.push("on FUSE, but the client's uid is unknown".to_owned()),
+        Some(u) => {
+            for c in conns {
+                // Marked before the abort: the syscall returns the moment
+                // it lands, and must find itself overdue.
+                match fuse::owned_by(c, u).and_then(|()| {
+                    slot.mark_overdue(b.seq);
+                    fuse::abort(c)
+                }) {
+                    Ok(()) => {
+                        done = true;
+                        outcome.push(format!("aborted its FUSE connection {c}"));
+                    }
+                    Err(e) => outcome.push(format!("cannot end the wait: {e}")),
+                }
+            }
+        }
+    }
+    let tail = if done { "; the client is failed" } else { "" };
     warning!(
-        "{what}: a syscall on {client} has blocked rxud for {} ms: {outcome}",
-        waited.as_millis()
+        "{what}: a syscall on {client} has blocked rxud for {} ms: {}{tail}",
+        waited.as_millis(),
+        outcome.join("; ")
     );
     done
 }

@@ -53,8 +53,14 @@ impl MapSource {
     /// The text of the maps file, if it certainly belongs to `mem`.
     fn maps(&self, mem: &File) -> Option<String> {
         let dir = self.dir.as_ref()?;
-        let text = std::fs::read_to_string(dir.join("maps")).ok()?;
-        same_inode(mem, dir).then_some(text)
+        // Watched like any access: the read takes the client's mmap lock.
+        let (text, late) = super::watch::memory(mem.as_raw_fd(), 0, || {
+            std::fs::read_to_string(dir.join("maps"))
+        });
+        if late {
+            return None;
+        }
+        same_inode(mem, dir).then_some(text.ok()?)
     }
 }
 
