@@ -1,0 +1,53 @@
+//! rxud keeps only the capabilities its loop uses (`daemon/privs.rs`):
+//! a device brought up by root with `rxu up` runs a daemon whose
+//! effective, permitted and bounding sets are exactly CAP_DAC_OVERRIDE,
+//! CAP_NET_ADMIN and CAP_SYS_PTRACE, with nothing inheritable or ambient
+//! and no_new_privs set, and its log says so. (That the daemon still
+//! serves other users' and privileged clients with these is shown by
+//! multi_user.rs and verbs_tools.rs' controlled Q_Key test.)
+
+use rxu_testkit::serial;
+use rxu_testkit::tools::Dev;
+
+/// CAP_DAC_OVERRIDE (1), CAP_NET_ADMIN (12), CAP_SYS_PTRACE (19).
+const KEPT: u64 = 1 << 1 | 1 << 12 | 1 << 19;
+
+fn status_field(status: &str, key: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .unwrap_or_else(|| panic!("no {key} in\n{status}"))
+        .trim()
+        .to_owned()
+}
+
+fn caps(status: &str, key: &str) -> u64 {
+    let v = status_field(status, key);
+    u64::from_str_radix(&v, 16).unwrap_or_else(|e| panic!("{key} {v}: {e}"))
+}
+
+#[test]
+fn rxud_keeps_only_the_capabilities_it_uses() {
+    let _g = serial();
+    let Some(dev) = Dev::up("rxupv", "127.0.14.9", &[]) else {
+        return;
+    };
+    let rt = dev.runtime_dir();
+    let pid = std::fs::read_to_string(rt.join("rxupv.pid")).unwrap();
+    let pid: u32 = pid.trim().parse().unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    for key in ["CapEff:", "CapPrm:", "CapBnd:"] {
+        assert_eq!(caps(&status, key), KEPT, "{key} of rxud:\n{status}");
+    }
+    assert_eq!(caps(&status, "CapInh:"), 0, "{status}");
+    assert_eq!(caps(&status, "CapAmb:"), 0, "{status}");
+    assert_eq!(status_field(&status, "NoNewPrivs:"), "1", "{status}");
+    let log = std::fs::read_to_string(rt.join("rxupv.log")).unwrap();
+    assert!(
+        log.contains(
+            "privileges: kept cap_dac_override, cap_net_admin, cap_sys_ptrace; \
+             bounding set cut to them; no_new_privs set"
+        ),
+        "{log}"
+    );
+}
