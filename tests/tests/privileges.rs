@@ -5,9 +5,15 @@
 //! and no_new_privs set, and its log says so. (That the daemon still
 //! serves other users' and privileged clients with these is shown by
 //! multi_user.rs and verbs_tools.rs' controlled Q_Key test.)
+//!
+//! What rxud does for a client carries the client's privilege, not its
+//! own: an rdma_cm port below 1024 is the client's CAP_NET_BIND_SERVICE
+//! to take, as on the kernel (tests/c/cm_low_port.c).
+
+use std::time::Duration;
 
 use rxu_testkit::serial;
-use rxu_testkit::tools::Dev;
+use rxu_testkit::tools::{compile_c_with, Dev};
 
 /// CAP_DAC_OVERRIDE (1), CAP_NET_ADMIN (12), CAP_SYS_PTRACE (19).
 const KEPT: u64 = 1 << 1 | 1 << 12 | 1 << 19;
@@ -49,5 +55,46 @@ fn rxud_keeps_only_the_capabilities_it_uses() {
              bounding set cut to them; no_new_privs set"
         ),
         "{log}"
+    );
+}
+
+#[test]
+fn rdma_cm_ports_below_1024_need_the_clients_cap_net_bind_service() {
+    let _g = serial();
+    let Some(dev) = Dev::up("rxupw", "127.0.14.10", &["setpriv"]) else {
+        return;
+    };
+    let Some(exe) = compile_c_with("cm_low_port", dev.runtime_dir(), &["rdmacm"]) else {
+        return;
+    };
+    let exe = exe.to_str().unwrap();
+    let limit = Duration::from_secs(60);
+    // Root without CAP_NET_BIND_SERVICE (out of the bounding set, so the
+    // exec leaves it out of the effective set): refused, though rxud is
+    // root too.
+    let r = dev.run(
+        "setpriv",
+        &[
+            "--bounding-set=-net_bind_service",
+            "--inh-caps=-net_bind_service",
+            exe,
+            "127.0.14.10",
+            "791",
+            "refused",
+        ],
+        limit,
+    );
+    r.expect_ok();
+    assert!(
+        r.stdout.contains("cm_low_port: ok (port 791 refused)"),
+        "{}",
+        r.report()
+    );
+    let r = dev.run(exe, &["127.0.14.10", "791", "accepted"], limit);
+    r.expect_ok();
+    assert!(
+        r.stdout.contains("cm_low_port: ok (port 791 accepted)"),
+        "{}",
+        r.report()
     );
 }
