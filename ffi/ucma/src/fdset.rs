@@ -47,6 +47,27 @@ impl FdSet {
     }
 }
 
+impl FdSet {
+    /// The members in `[first, last]`.
+    pub fn members_in(&self, first: u32, last: u32) -> Vec<c_int> {
+        let (first, last) = (first as usize, last as usize);
+        let top = last.min(64 * WORDS - 1);
+        let mut out = Vec::new();
+        let mut w = first / 64;
+        while first <= top && w <= top / 64 {
+            let bits = self.words[w].load(Ordering::Acquire);
+            for b in 0..64 {
+                let fd = w * 64 + b;
+                if bits & 1 << b != 0 && (first..=top).contains(&fd) {
+                    out.push(fd as c_int);
+                }
+            }
+            w += 1;
+        }
+        out
+    }
+}
+
 impl Default for FdSet {
     fn default() -> Self {
         Self::new()
@@ -68,5 +89,9 @@ mod tests {
         assert!(!s.insert(-1) && !s.contains(-1));
         assert!(!s.insert(64 * WORDS as c_int));
         assert!(!s.contains(c_int::MAX));
+        assert_eq!(s.members_in(0, u32::MAX), [3, 65]);
+        assert_eq!(s.members_in(4, 65), [65]);
+        assert_eq!(s.members_in(3, 3), [3]);
+        assert!(s.members_in(66, 64).is_empty());
     }
 }

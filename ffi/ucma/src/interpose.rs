@@ -3,7 +3,9 @@
 //! channel, `fstat` of one says "character device", `write` is a ucma
 //! command and `close` destroys the channel's ids; `write` and `ioctl` on
 //! an rxu context's `cmd_fd` go to the uverbs emulation, and `close` of
-//! one of its completion channels forgets it. Every other call goes to
+//! one of its completion channels forgets it. `dup2`, `dup3`,
+//! `close_range` and `closefrom` close fds too (the number then names
+//! another file, or nothing): each is a `close` of what it replaces. Every other call goes to
 //! the next definition (libc, or another preload) after a bitmap load or
 //! two.
 
@@ -35,6 +37,7 @@ fn is_channel(fd: c_int) -> bool {
 
 fn mark(fd: c_int, on: bool) {
     if on {
+        crate::owner::note();
         CHANNELS.insert(fd);
     } else {
         CHANNELS.remove(fd);
@@ -91,6 +94,10 @@ type Fxstat64Fn = unsafe extern "C" fn(c_int, c_int, *mut libc::stat64) -> c_int
 type WriteFn = unsafe extern "C" fn(c_int, *const c_void, usize) -> isize;
 type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
 type IoctlFn = unsafe extern "C" fn(c_int, c_ulong, *mut c_void) -> c_int;
+type Dup2Fn = unsafe extern "C" fn(c_int, c_int) -> c_int;
+type Dup3Fn = unsafe extern "C" fn(c_int, c_int, c_int) -> c_int;
+type CloseRangeFn = unsafe extern "C" fn(c_uint, c_uint, c_int) -> c_int;
+type ClosefromFn = unsafe extern "C" fn(c_int);
 
 next_fn!(next_open, "open", OpenFn);
 next_fn!(next_open64, "open64", OpenFn);
@@ -105,6 +112,10 @@ next_fn!(next_fxstat64, "__fxstat64", Fxstat64Fn);
 next_fn!(next_write, "write", WriteFn);
 next_fn!(next_close, "close", CloseFn);
 next_fn!(next_ioctl, "ioctl", IoctlFn);
+next_fn!(next_dup2, "dup2", Dup2Fn);
+next_fn!(next_dup3, "dup3", Dup3Fn);
+next_fn!(next_close_range, "close_range", CloseRangeFn);
+next_fn!(next_closefrom, "closefrom", ClosefromFn);
 
 /// Whether `path` is exactly the ucma device.
 ///
@@ -390,13 +401,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize
 /// As close(2).
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    if is_channel(fd) {
-        shim().close(fd);
-        mark(fd, false);
-    }
-    if UVERBS.is_cmd_fd(fd) || UVERBS.is_channel(fd) {
-        UVERBS.close(fd);
-    }
+    forget(fd);
     match next_close() {
         // SAFETY: the next `close` with the caller's argument.
         Some(f) => unsafe { f(fd) },
@@ -429,5 +434,110 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) ->
         Some(f) => unsafe { f(fd, request, arg) },
         // SAFETY: the ioctl syscall with the caller's arguments.
         None => unsafe { libc::syscall(libc::SYS_ioctl, fd, request, arg) as c_int },
+    }
+}
+
+/// `fd` is being closed (by close, or by another file put on its number):
+/// what it was to us goes, as closing the kernel's file would end it.
+/// Done before the fd number can be handed out again.
+fn forget(fd: c_int) {
+    if crate::owner::in_forked_child() {
+        mark(fd, false);
+        UVERBS.unmark(fd);
+        return;
+    }
+    if is_channel(fd) {
+        shim().close(fd);
+        mark(fd, false);
+    }
+    if UVERBS.is_cmd_fd(fd) || UVERBS.is_channel(fd) {
+        UVERBS.close(fd);
+    }
+}
+
+/// Forgets every fd of ours in `[first, last]`.
+fn forget_range(first: c_uint, last: c_uint) {
+    let mut fds = CHANNELS.members_in(first, last);
+    fds.extend(UVERBS.fds_in(first, last));
+    for fd in fds {
+        forget(fd);
+    }
+}
+
+/// Whether `fd` is open (dup2 and dup3 fail without closing anything
+/// when the old fd is not).
+fn is_open(fd: c_int) -> bool {
+    // SAFETY: F_GETFD only reads the descriptor's flags (or fails).
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+}
+
+/// # Safety
+/// As dup2(2).
+#[no_mangle]
+pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    if old != new && is_open(old) {
+        forget(new);
+    }
+    match next_dup2() {
+        // SAFETY: the next `dup2` with the caller's arguments.
+        Some(f) => unsafe { f(old, new) },
+        None if old == new => {
+            if is_open(old) {
+                new
+            } else {
+                set_errno(libc::EBADF);
+                -1
+            }
+        }
+        // SAFETY: dup3 with no flags is dup2 for distinct fds.
+        None => unsafe { libc::syscall(libc::SYS_dup3, old, new, 0) as c_int },
+    }
+}
+
+/// # Safety
+/// As dup3(2).
+#[no_mangle]
+pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    if old != new && flags & !libc::O_CLOEXEC == 0 && is_open(old) {
+        forget(new);
+    }
+    match next_dup3() {
+        // SAFETY: the next `dup3` with the caller's arguments.
+        Some(f) => unsafe { f(old, new, flags) },
+        // SAFETY: the dup3 syscall with the caller's arguments.
+        None => unsafe { libc::syscall(libc::SYS_dup3, old, new, flags) as c_int },
+    }
+}
+
+/// # Safety
+/// As close_range(2).
+#[no_mangle]
+pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    let known = libc::CLOSE_RANGE_CLOEXEC as c_int | libc::CLOSE_RANGE_UNSHARE as c_int;
+    // With CLOSE_RANGE_CLOEXEC nothing is closed now (and exec ends the
+    // emulation with the process image).
+    if first <= last && flags & !known == 0 && flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 {
+        forget_range(first, last);
+    }
+    match next_close_range() {
+        // SAFETY: the next `close_range` with the caller's arguments.
+        Some(f) => unsafe { f(first, last, flags) },
+        // SAFETY: the close_range syscall with the caller's arguments.
+        None => unsafe { libc::syscall(libc::SYS_close_range, first, last, flags) as c_int },
+    }
+}
+
+/// # Safety
+/// As closefrom(3).
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    forget_range(c_uint::try_from(low).unwrap_or(0), c_uint::MAX);
+    match next_closefrom() {
+        // SAFETY: the next `closefrom` with the caller's argument.
+        Some(f) => unsafe { f(low) },
+        None => {
+            // SAFETY: the close_range syscall over [low, max].
+            unsafe { libc::syscall(libc::SYS_close_range, low.max(0), c_uint::MAX, 0) };
+        }
     }
 }

@@ -25,6 +25,7 @@ pub mod event;
 pub mod fdset;
 pub mod mem;
 pub mod netdev;
+pub mod owner;
 pub mod shim;
 pub mod table;
 pub mod uverbs;

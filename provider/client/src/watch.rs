@@ -6,7 +6,10 @@
 //!   A stopping daemon writes the event itself and shuts the socket down;
 //!   one killed outright cannot, so the client keeps a second write end
 //!   and writes the event there (the daemon's shutdown makes that write
-//!   fail with EPIPE, so an application never sees two);
+//!   fail with EPIPE, so an application never sees two). A socket full
+//!   of events the application has not read yet (the daemon then leaves
+//!   it open) gets the event from the watcher thread as soon as there is
+//!   room, after the others, as the kernel queues it;
 //! - completion channels are shut down for writing, so a thread blocked
 //!   in `ibv_get_cq_event` reads EOF (-1) instead of sleeping forever (the
 //!   client holds a write end of each for its own use, which would keep
@@ -32,6 +35,8 @@ use super::sock;
 /// Whether the daemon is alive, and what to tell when it is not.
 pub(crate) struct Health {
     dead: AtomicBool,
+    /// DEVICE_FATAL found the async socket full and is still to be said.
+    fatal_pending: AtomicBool,
     /// A write end of the async event socket.
     async_wr: OwnedFd,
     channels: Mutex<Vec<ChannelRef>>,
@@ -41,6 +46,7 @@ impl Health {
     pub(crate) fn new(async_wr: OwnedFd) -> Health {
         Health {
             dead: AtomicBool::new(false),
+            fatal_pending: AtomicBool::new(false),
             async_wr,
             channels: Mutex::new(Vec::new()),
         }
@@ -67,17 +73,64 @@ impl Health {
         if self.dead.swap(true, Ordering::AcqRel) {
             return;
         }
+        // EPIPE: the daemon sent it and shut the socket down.
+        if self.try_say_fatal() == Some(false) {
+            self.fatal_pending.store(true, Ordering::Release);
+        }
+        let list = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        for c in list.iter() {
+            c.hang_up();
+        }
+    }
+
+    /// Writes DEVICE_FATAL and shuts the socket (the reader sees EOF
+    /// after it): Some(true) when it went, Some(false) when the socket
+    /// has no room now, None when it never will (shut, or gone).
+    fn try_say_fatal(&self) -> Option<bool> {
         let rec = AsyncEvent {
             element: 0,
             event_type: event_type::DEVICE_FATAL,
         }
         .to_record();
-        // EPIPE: the daemon sent it and shut the socket down.
-        let _ = sock::send_record(self.async_wr.as_fd(), &rec);
-        sock::shutdown_write(self.async_wr.as_raw_fd());
-        let list = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        for c in list.iter() {
-            c.hang_up();
+        match sock::send_record(self.async_wr.as_fd(), &rec) {
+            Ok(()) => {
+                sock::shutdown_write(self.async_wr.as_raw_fd());
+                Some(true)
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS)) => {
+                Some(false)
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// A DEVICE_FATAL that found no room: waits until the application has
+    /// read enough for it (or `stop` is signalled: the context closes).
+    fn say_pending_fatal(&self, stop: RawFd) {
+        while self.fatal_pending.load(Ordering::Acquire) {
+            let mut fds = [
+                libc::pollfd {
+                    fd: self.async_wr.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: stop,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: two valid pollfds on our stack.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+            if n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                return;
+            }
+            if fds[1].revents != 0 {
+                return;
+            }
+            if fds[0].revents != 0 && self.try_say_fatal() != Some(false) {
+                self.fatal_pending.store(false, Ordering::Release);
+            }
         }
     }
 }
@@ -104,6 +157,7 @@ impl Watcher {
             .spawn(move || {
                 if wait_hangup(ctl, stop_fd) {
                     health.die();
+                    health.say_pending_fatal(stop_fd);
                 }
             })?;
         Ok(Watcher {
@@ -210,6 +264,48 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert!(h.is_dead());
+        drop(w);
+    }
+
+    /// The daemon went while the application had not read its events and
+    /// the socket was full: DEVICE_FATAL comes after all of them, once
+    /// the application reads, then EOF.
+    #[test]
+    fn device_fatal_waits_for_room_on_a_full_socket() {
+        let (ctl, daemon_end) = sock::seqpacket_pair().unwrap();
+        let (async_rd, async_wr) = sock::seqpacket_pair().unwrap();
+        let daemon_wr = async_wr.try_clone().unwrap();
+        let h = Arc::new(Health::new(async_wr));
+        let w = Watcher::start(ctl.as_raw_fd(), h.clone()).unwrap();
+        let port_active = AsyncEvent {
+            element: 1,
+            event_type: event_type::PORT_ACTIVE,
+        }
+        .to_record();
+        let mut queued = 0;
+        while queued < 100_000 && sock::send_record(daemon_wr.as_fd(), &port_active).is_ok() {
+            queued += 1;
+        }
+        assert!(queued > 0 && queued < 100_000, "{queued} records fit");
+        // The daemon lets a full socket go without shutting it down.
+        drop((daemon_end, daemon_wr));
+        for _ in 0..500 {
+            if h.is_dead() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(h.is_dead());
+        let t = Some(Duration::from_secs(5));
+        for i in 0..queued {
+            let r = sock::read_record_timeout::<16>(async_rd.as_fd(), t).unwrap();
+            let ev = AsyncEvent::from_record(&r.expect("an event"));
+            assert_eq!(ev.event_type, event_type::PORT_ACTIVE, "record {i}");
+        }
+        let r = sock::read_record_timeout::<16>(async_rd.as_fd(), t).unwrap();
+        let ev = AsyncEvent::from_record(&r.expect("DEVICE_FATAL after the others"));
+        assert_eq!(ev.event_type, event_type::DEVICE_FATAL);
+        assert!(sock::read_record_timeout::<16>(async_rd.as_fd(), t).is_err());
         drop(w);
     }
 

@@ -444,6 +444,62 @@ fn cq_resize_right_after_ud_sends_counts_their_completions() {
     }
 }
 
+/// A thread resizes the CQ (64 and 256 entries, again and again) while
+/// this one polls it and another posts: every completion arrives once, in
+/// order; a resize below what is unpolled is EINVAL and changes nothing.
+#[test]
+fn cq_resize_while_polling_loses_nothing() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let d = daemon(12);
+    let ctx = d.open();
+    let p = Pair::new(&ctx, QpType::Rc);
+    let bb = MrBuf::new(&p.pd, 4096, ALL_ACCESS).unwrap();
+    const N: u64 = 600;
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (qp, cq) = (&p.a, &p.cq_a);
+        let (addr, rkey) = (bb.addr(), bb.rkey());
+        s.spawn(move || {
+            for i in 0..N {
+                let wr = SendWr::write(i, &[], addr, rkey).signaled();
+                let mut tries = 0;
+                loop {
+                    match qp.post_send(&[wr]) {
+                        Ok(()) => break,
+                        Err(e) if e.errno() == libc::ENOMEM && tries < 100_000 => {
+                            tries += 1;
+                            std::thread::yield_now();
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+        });
+        let done = &done;
+        let resizer = s.spawn(move || {
+            let (mut ok, mut refused) = (0, 0);
+            for i in 0..100_000u32 {
+                if done.load(Ordering::Relaxed) {
+                    break;
+                }
+                match cq.resize(if i.is_multiple_of(2) { 64 } else { 256 }) {
+                    Ok(_) => ok += 1,
+                    Err(e) if e.errno() == libc::EINVAL => refused += 1,
+                    Err(e) => panic!("resize: {e}"),
+                }
+            }
+            (ok, refused)
+        });
+        let seen: Vec<u64> = (0..N)
+            .map(|_| expect_ok(&p.cq_a, WcOpcode::RdmaWrite).wr_id)
+            .collect();
+        done.store(true, Ordering::Relaxed);
+        let (ok, _refused) = resizer.join().unwrap();
+        assert!(ok > 0, "no resize went through");
+        assert_eq!(seen, (0..N).collect::<Vec<_>>());
+    });
+}
+
 #[test]
 fn threads_post_to_one_qp() {
     let d = daemon(6);

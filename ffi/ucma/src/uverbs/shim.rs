@@ -59,11 +59,26 @@ impl Device {
     pub fn attach_cmd_fd(&self, fd: RawFd) -> Result<(), Errno> {
         let mut st = self.lock();
         st.attach_cmd_fd(fd)?;
+        crate::owner::note();
         if !self.cmd_fds.insert(fd) {
             st.close(fd);
             return Err(libc::EMFILE);
         }
         Ok(())
+    }
+
+    /// Stops taking `fd` for one of ours, leaving the state alone (a
+    /// forked child's copy closes).
+    pub fn unmark(&self, fd: RawFd) {
+        self.cmd_fds.remove(fd);
+        self.channels.remove(fd);
+    }
+
+    /// Our fds (cmd_fds and channels) in `[first, last]`.
+    pub fn fds_in(&self, first: u32, last: u32) -> Vec<RawFd> {
+        let mut v = self.cmd_fds.members_in(first, last);
+        v.extend(self.channels.members_in(first, last));
+        v
     }
 
     /// The application closes `fd`, one of ours.
@@ -97,6 +112,7 @@ impl Device {
         self.lock().create_comp_channel(|fd| {
             // A number too high to watch for its close is refused, as
             // the kernel refuses when out of fds.
+            crate::owner::note();
             if !self.channels.insert(fd) {
                 return Err(libc::EMFILE);
             }

@@ -24,6 +24,8 @@ impl Closer {
         let thread = std::thread::Builder::new()
             .name("rxud-closer".into())
             .spawn(move || {
+                // A close needs no capability (they are per thread).
+                let _ = super::privs::drop_to(0);
                 watch::install(mine);
                 for (fd, conn, uid) in rx {
                     let raw = fd.as_raw_fd();

@@ -609,3 +609,16 @@ fn ps_name(ps: u16) -> String {
         n => format!("ps{n:#x}"),
     }
 }
+
+/// The kernel's rule for rdma_cm ports (`cma_use_port`): binding a port
+/// below 1024 needs CAP_NET_BIND_SERVICE, the caller's, not rxud's (EACCES,
+/// as bind(2)); port 0 (ephemeral) never does.
+pub fn check_port_privilege(port: u16, net_bind_service: bool) -> Result<(), Refused> {
+    if port != 0 && port < 1024 && !net_bind_service {
+        return refuse(
+            libc::EACCES,
+            format!("rdma_cm port {port} is below 1024: binding it needs CAP_NET_BIND_SERVICE"),
+        );
+    }
+    Ok(())
+}

@@ -108,12 +108,16 @@ pub(super) fn resize(objects: &mut Objects, id: u32, h: u32, cqe: u32) -> Handle
     if cqe == 0 || cqe > max {
         return refuse(libc::EINVAL, format!("cqe {cqe} not in 1..={max}"));
     }
-    let unread = cq.ring.len().unwrap_or(0) as usize + cq.backlog.len();
-    if (cqe as usize) < unread {
-        return refuse(
+    let too_many = |unread: usize| {
+        refuse(
             libc::EINVAL,
             format!("{unread} completions unread, more than {cqe}"),
-        );
+        )
+    };
+    // An early answer only: the client's index may move before the copy.
+    let unread = cq.ring.len().unwrap_or(0) as usize + cq.backlog.len();
+    if (cqe as usize) < unread {
+        return too_many(unread);
     }
     let (slots, granted) = cq_geometry(cqe);
     let (ring, fd) =
@@ -123,16 +127,28 @@ pub(super) fn resize(objects: &mut Objects, id: u32, h: u32, cqe: u32) -> Handle
         })?;
     let mut new = ring.into_producer();
     // Unread entries move over, oldest first; the client switches to
-    // the new ring after this reply, holding its CQ lock meanwhile.
+    // the new ring after this reply, holding its CQ lock meanwhile. One
+    // look at the client's index decides both what is copied and whether
+    // it fits: an entry that does not is a refusal with the old ring
+    // untouched, never a loss.
     let mut buf = [0u8; CQE_STAMPED_SIZE];
     let buf = &mut buf[..slot_size(cq.timestamps) as usize];
-    let mut lost = 0usize;
-    let _ = cq.ring.read_unconsumed(buf, |b| {
-        if !matches!(new.try_push(b), Ok(true)) {
-            lost += 1;
-        }
-    });
-    debug_assert_eq!(lost, 0, "new ring holds every unread entry");
+    let mut refused = 0usize;
+    let copied = cq
+        .ring
+        .read_unconsumed(buf, |b| {
+            if !matches!(new.try_push(b), Ok(true)) {
+                refused += 1;
+            }
+        })
+        .map_err(|e| Refused {
+            errno: libc::EINVAL,
+            msg: format!("the CQ ring's consumer index is not usable: {e}"),
+        })?;
+    let unread = copied as usize + cq.backlog.len();
+    if refused > 0 || (cqe as usize) < unread {
+        return too_many(unread);
+    }
     cq.ring = new;
     cq.cqe = granted;
     cq.overrun = false;

@@ -104,9 +104,10 @@ impl Device {
         let id = self.objects.connect(pid, uid)?;
         self.counters.clients_accepted += 1;
         // Read now, while the peer is surely the process that connected.
-        let net_raw = super::sys::has_net_raw(pid);
+        let caps = super::sys::client_caps(pid);
         if let Ok(s) = self.objects.session_mut(id) {
-            s.net_raw = net_raw;
+            s.net_raw = super::sys::holds(caps, super::sys::CAP_NET_RAW);
+            s.net_bind_service = super::sys::holds(caps, super::sys::CAP_NET_BIND_SERVICE);
         }
         debug!("client {id} (pid {pid}, uid {uid}) connected");
         Ok(id)

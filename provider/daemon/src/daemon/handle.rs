@@ -85,7 +85,8 @@ impl Device {
     fn dispatch_cm(&mut self, id: u32, req: Request, fds: Vec<OwnedFd>) -> Handled {
         match req {
             Request::Cm(r) => {
-                let peer = self.objects.session_mut(id)?.pid;
+                let s = self.objects.session_mut(id)?;
+                let (peer, net_bind_service) = (s.pid, s.net_bind_service);
                 for fd in &fds {
                     fdcheck::event_socket(fd.as_fd(), peer, "the rdma_cm event channel")?;
                 }
@@ -94,7 +95,10 @@ impl Device {
                 self.sync_cm_quota(id);
                 let q = &self.objects.quota;
                 match &r {
-                    CmRequest::Bind { .. } => q.check(id, Kind::CmIds, 1)?,
+                    CmRequest::Bind { addr, .. } => {
+                        q.check(id, Kind::CmIds, 1)?;
+                        super::cm::check_port_privilege(addr.port(), net_bind_service)?;
+                    }
                     CmRequest::JoinMcast { .. } => q.check(id, Kind::McastJoins, 1)?,
                     CmRequest::AttachChannel { .. } => q.check(id, Kind::Fds, 1)?,
                     _ => {}

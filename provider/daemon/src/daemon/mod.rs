@@ -16,7 +16,8 @@
 //! `session` (per-client objects), `quota` and `charge` (per-client and
 //! per-uid limits, what each request takes), `share` (contexts imported with
 //! `ibv_import_device` and their PDs and MRs), `netlink`, `link` and
-//! `port` (port 1 follows its netdev).
+//! `port` (port 1 follows its netdev), `privs` (the capabilities kept
+//! after start-up).
 
 pub mod admin;
 pub mod advise;
@@ -41,6 +42,7 @@ pub mod mw;
 pub mod netlink;
 pub mod objects;
 pub mod port;
+pub mod privs;
 pub mod qp;
 pub mod quota;
 pub mod reply;
@@ -131,7 +133,32 @@ pub fn run(cfg: Config) -> Result<(), DaemonError> {
             source,
         },
     )?;
+    // Everything that needed more than the loop does is done.
+    drop_privileges(cfg.port)?;
     d.run()?;
     info!("stopped");
+    Ok(())
+}
+
+/// Keeps only the capabilities the loop uses ([`privs`]) and says which.
+fn drop_privileges(port: u16) -> Result<(), DaemonError> {
+    let kept = privs::drop_to(privs::needed(port)).map_err(|source| DaemonError::Io {
+        what: "dropping capabilities".into(),
+        source,
+    })?;
+    let caps = privs::names(kept.caps);
+    info!(
+        "privileges: kept {}; bounding set {}; no_new_privs set",
+        if caps.is_empty() {
+            "no capabilities".to_owned()
+        } else {
+            caps.join(", ")
+        },
+        if kept.bounding_cut {
+            "cut to them"
+        } else {
+            "left as found (no cap_setpcap)"
+        }
+    );
     Ok(())
 }

@@ -349,13 +349,18 @@ impl Objects {
     /// IBV_EVENT_DEVICE_FATAL to every application (once), then the
     /// async socket is shut down: the client (which says DEVICE_FATAL
     /// itself for a daemon that died without it) finds it shut and does
-    /// not repeat it, and its reader sees EOF after the event.
+    /// not repeat it, and its reader sees EOF after the event. A socket
+    /// with no room for it is only let go, not shut: the client's own
+    /// write end then says it once its application has read enough (the
+    /// kernel queues this event, it never drops it).
     pub(super) fn fatal_to_all(&mut self) {
         for s in self.sessions.values_mut() {
             if s.ready && !s.admin && s.async_sock.is_some() {
-                s.send_event(0, event::DEVICE_FATAL);
+                let sent = s.send_event(0, event::DEVICE_FATAL);
                 if let Some(sock) = s.async_sock.take() {
-                    sys::shutdown_write(sock.as_fd());
+                    if sent {
+                        sys::shutdown_write(sock.as_fd());
+                    }
                 }
             }
         }

@@ -147,6 +147,8 @@ pub struct Session {
     /// The client process had CAP_NET_RAW in the daemon's user namespace
     /// when it connected: it may set controlled Q_Keys (verbs rules).
     pub net_raw: bool,
+    /// ... and CAP_NET_BIND_SERVICE: it may bind rdma_cm ports below 1024.
+    pub net_bind_service: bool,
     /// Hello accepted.
     pub ready: bool,
     /// Opened with CmHello: an rdma_cm client (the ucma emulator).
@@ -183,6 +185,7 @@ impl Session {
             admin: false,
             other_user: false,
             net_raw: false,
+            net_bind_service: false,
             ready: false,
             cm_only: false,
             async_sock: None,

@@ -246,13 +246,17 @@ pub fn accept(listener: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
 
 pub use rxu_abi::proto::fdpass::{peer_cred, PeerCred};
 
-/// Whether process `pid` holds CAP_NET_RAW in its effective set, in this
-/// process's user namespace (a capability of a nested user namespace is
-/// no privilege here, as the kernel's `capable()` checks the initial
-/// namespace). False when anything cannot be read.
-pub fn has_net_raw(pid: u32) -> bool {
+/// CAP_NET_BIND_SERVICE: rdma_cm ports below 1024.
+pub const CAP_NET_BIND_SERVICE: u32 = 10;
+/// CAP_NET_RAW: controlled Q_Keys.
+pub const CAP_NET_RAW: u32 = 13;
+
+/// The effective capabilities of process `pid` in this process's user
+/// namespace (a capability of a nested user namespace is no privilege
+/// here, as the kernel's `capable()` checks the initial namespace):
+/// none when anything cannot be read.
+pub fn client_caps(pid: u32) -> u64 {
     use std::os::unix::fs::MetadataExt;
-    const CAP_NET_RAW: u32 = 13;
     let ns = |p: &str| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).ok();
     let same_ns = match (
         ns(&format!("/proc/{pid}/ns/user")),
@@ -262,16 +266,21 @@ pub fn has_net_raw(pid: u32) -> bool {
         _ => false,
     };
     if !same_ns {
-        return false;
+        return 0;
     }
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return false;
+        return 0;
     };
     status
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
         .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .is_some_and(|caps| caps & (1 << CAP_NET_RAW) != 0)
+        .unwrap_or(0)
+}
+
+/// Whether a capability set from [`client_caps`] holds `cap`.
+pub fn holds(caps: u64, cap: u32) -> bool {
+    caps & (1 << cap) != 0
 }
 
 /// Whether `fd` is a socket (the async-event and channel fds must be).

@@ -84,6 +84,8 @@ fn realtime() {
 
 fn watch(slots: &[(&'static str, Arc<Slot>)], stop: &AtomicBool) {
     realtime();
+    // Capabilities are per thread: this one keeps only what it uses.
+    let _ = super::privs::drop_to(super::privs::watchdog_needs());
     let mut seen: Vec<Option<Seen>> = slots.iter().map(|_| None).collect();
     let mut nap = TICK;
     while !stop.load(Ordering::Acquire) {

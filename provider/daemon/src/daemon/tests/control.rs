@@ -108,6 +108,36 @@ fn hello_first_version_checked_admin_limited() {
     assert_eq!(events(&c), vec![(0, event::DEVICE_FATAL)]);
 }
 
+/// DEVICE_FATAL that finds a client's async socket full is not lost by
+/// the daemon: it lets the socket go without shutting it down, so the
+/// client's own write end (rxu-client's watcher) can still say it once
+/// the application has read; a shut socket would refuse that with EPIPE.
+#[test]
+fn device_fatal_on_a_full_async_socket_leaves_it_open_for_the_client() {
+    use crate::daemon::session::event_record;
+    use crate::daemon::sys;
+    use std::os::fd::AsFd;
+    let mut dev = device(15);
+    let c = hello(&mut dev);
+    let filler = event_record(1, event::PORT_ACTIVE);
+    let mut queued = 0;
+    while queued < 100_000 && sys::send_record(c.async_wr.as_fd(), &filler) {
+        queued += 1;
+    }
+    assert!(queued > 0 && queued < 100_000, "{queued} records fit");
+    dev.fatal_to_all();
+    for i in 0..queued {
+        assert_eq!(events_one(&c), Some((1, event::PORT_ACTIVE)), "record {i}");
+    }
+    assert_eq!(events_one(&c), None, "nothing after the fillers yet");
+    let fatal = event_record(0, event::DEVICE_FATAL);
+    assert!(
+        matches!(sys::try_send_record(c.async_wr.as_fd(), &fatal), Ok(true)),
+        "the client's end can still say DEVICE_FATAL"
+    );
+    assert_eq!(events(&c), vec![(0, event::DEVICE_FATAL)]);
+}
+
 /// On a device serving every user, another user's admin connection may
 /// query but not stop the daemon.
 #[test]

@@ -274,3 +274,114 @@ fn reset_drops_the_qps_completions_from_the_backlog() {
         .collect();
     assert_eq!(ids, [200, 201]);
 }
+
+/// One resize of a CQ whose 8 unread entries (wr_ids 0..8) the client's
+/// consumer index keeps flipping between "all unread" and "the last two
+/// unread" (a poller racing the resize, or a lying client), to `cqe` 3:
+/// Ok with exactly the two newest entries in the new ring, or EINVAL.
+/// `Err(ids)`: an Ok whose new ring held anything else.
+fn resize_while_the_index_flips(dev: &mut Device, id: u32, pd: u32) -> Result<(), Vec<u64>> {
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    let (cq, fds) = match ok(call(
+        dev,
+        id,
+        Request::CreateCq {
+            cqe: 15,
+            comp_vector: 0,
+            user_handle: 1,
+            channel: false,
+            timestamps: false,
+        },
+    )) {
+        (Response::Cq { cq, .. }, fds) => (cq, fds),
+        r => panic!("{:?}", r.0),
+    };
+    let mut qp = create_qp(dev, id, pd, cq, QpType::Rc);
+    for wr_id in 0..8 {
+        // Posts in RESET: error completions.
+        let send = SendSpec {
+            wr_id,
+            opcode: WrOpcode::SEND,
+            ..Default::default()
+        };
+        post_send(&mut qp, &send);
+    }
+    dev.consume();
+    let len = Ring::mapped_len(&fds[0]).unwrap();
+    // SAFETY: a shared read-write mapping of the CQ ring's memfd, `len`
+    // bytes as the ring says; unmapped below after the flipper stopped.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fds[0].as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(map, libc::MAP_FAILED);
+    // SAFETY: the consumer index is an aligned u32 at byte 128 of the
+    // mapping (rxu_abi::ring::layout), live while `map` is.
+    let cons = unsafe { &*(map.cast::<u8>().add(128).cast::<AtomicU32>()) };
+    let all = cons.load(Ordering::Acquire);
+    let stop = AtomicBool::new(false);
+    let flips = AtomicU32::new(0);
+    let result = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut n = 0u32;
+            while !stop.load(Ordering::Relaxed) && n < 50_000_000 {
+                let v = if n.is_multiple_of(2) { all } else { all + 6 };
+                cons.store(v, Ordering::Release);
+                n += 1;
+                flips.store(n, Ordering::Relaxed);
+            }
+        });
+        // Resize once it flips (a thread starts in some 50 us).
+        let t0 = std::time::Instant::now();
+        while flips.load(Ordering::Relaxed) < 1000 && t0.elapsed().as_secs() < 5 {
+            std::hint::spin_loop();
+        }
+        let r = call(dev, id, Request::ResizeCq { cq, cqe: 3 });
+        stop.store(true, Ordering::Relaxed);
+        r
+    });
+    // SAFETY: the mapping made above; the flipper has stopped.
+    unsafe { libc::munmap(map, len) };
+    match result.resp {
+        Response::Error { errno, .. } => {
+            assert_eq!(errno, libc::EINVAL);
+            Ok(())
+        }
+        Response::Cq { .. } => {
+            let mut new = Ring::attach(&result.fds[0]).unwrap().into_consumer();
+            let ids: Vec<u64> = std::iter::from_fn(|| pop_cqe(&mut new))
+                .map(|e| e.wr_id)
+                .take(16)
+                .collect();
+            if ids == [6, 7] {
+                Ok(())
+            } else {
+                Err(ids)
+            }
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A CQ resize racing the client's consumer index copies what one look
+/// at the index showed, all of it, or refuses (EINVAL, as a resize below
+/// the outstanding count on the kernel): never a part with the rest
+/// silently dropped. Before, the count was checked at one look and the
+/// copy made at another, and a new ring too small lost the surplus.
+#[test]
+fn cq_resize_racing_the_consumer_index_loses_nothing() {
+    let mut dev = device(16);
+    let c = hello(&mut dev);
+    let pd = alloc_pd(&mut dev, c.id);
+    for trial in 0..60 {
+        if let Err(ids) = resize_while_the_index_flips(&mut dev, c.id, pd) {
+            panic!("trial {trial}: the resized CQ holds {ids:?}, not [6, 7]");
+        }
+    }
+}

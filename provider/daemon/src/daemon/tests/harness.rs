@@ -41,6 +41,8 @@ pub(super) fn device(n: u8) -> Device {
 pub(super) struct Client {
     pub(super) id: u32,
     pub(super) async_rd: OwnedFd,
+    /// The client's own copy of the write end (as rxu-client keeps one).
+    pub(super) async_wr: OwnedFd,
     _bell: Doorbell,
 }
 
@@ -54,6 +56,7 @@ pub(super) fn hello(dev: &mut Device) -> Client {
         .unwrap()
         .into();
     let (async_rd, async_wr) = seqpacket_pair();
+    let own_wr = async_wr.try_clone().unwrap();
     let bell = Doorbell::new().unwrap();
     let bell_fd: OwnedFd = bell.try_clone().unwrap().into();
     let r = dev.handle(
@@ -69,6 +72,7 @@ pub(super) fn hello(dev: &mut Device) -> Client {
     Client {
         id,
         async_rd,
+        async_wr: own_wr,
         _bell: bell,
     }
 }
@@ -245,28 +249,29 @@ pub(super) fn pop_cqe(cq: &mut Consumer) -> Option<Wc> {
         .then(|| Wc::from_cqe(&Cqe::new_unchecked(&b[..n])))
 }
 
-/// Async event records waiting on the client's socket.
+/// Async event records waiting on the client's socket (64 at most).
 pub(super) fn events(c: &Client) -> Vec<(u64, u32)> {
-    let mut v = Vec::new();
-    for _ in 0..64 {
-        let mut b = [0u8; 16];
-        // SAFETY: b is a valid 16-byte buffer.
-        let n = unsafe {
-            libc::recv(
-                c.async_rd.as_raw_fd(),
-                b.as_mut_ptr().cast(),
-                16,
-                libc::MSG_DONTWAIT,
-            )
-        };
-        if n != 16 {
-            break;
-        }
-        let el = u64::from_ne_bytes(b[..8].try_into().unwrap());
-        let t = u32::from_ne_bytes(b[8..12].try_into().unwrap());
-        v.push((el, t));
+    std::iter::from_fn(|| events_one(c)).take(64).collect()
+}
+
+/// The next async event record waiting on the client's socket.
+pub(super) fn events_one(c: &Client) -> Option<(u64, u32)> {
+    let mut b = [0u8; 16];
+    // SAFETY: b is a valid 16-byte buffer.
+    let n = unsafe {
+        libc::recv(
+            c.async_rd.as_raw_fd(),
+            b.as_mut_ptr().cast(),
+            16,
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if n != 16 {
+        return None;
     }
-    v
+    let el = u64::from_ne_bytes(b[..8].try_into().unwrap());
+    let t = u32::from_ne_bytes(b[8..12].try_into().unwrap());
+    Some((el, t))
 }
 
 pub(super) fn post_send(qp: &mut TestQp, s: &SendSpec) {
