@@ -233,6 +233,8 @@ impl Daemon {
                     if let Some(bell) = self.dev.objects.session(id).and_then(|s| s.bell.as_ref()) {
                         let _ = bell.drain();
                         self.dev.counters.doorbells += 1;
+                        // Its parked rings with work are watched again.
+                        self.dev.objects.ready.rang.insert(id);
                     }
                 }
                 _ => {}

@@ -39,6 +39,7 @@ pub mod objects;
 pub mod port;
 pub mod qp;
 pub mod quota;
+pub mod ready;
 pub mod reply;
 pub mod session;
 pub mod setup;
