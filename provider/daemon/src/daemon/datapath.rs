@@ -690,7 +690,6 @@ impl Device {
         for &(qpn, _) in &broken {
             let _ = e.modify_qp(qpn, &to_error(), &mut cqs);
         }
-        drop(cqs);
         for (_, uh) in broken {
             self.counters.async_events += 1;
             s.send_event(uh, event::QP_FATAL);

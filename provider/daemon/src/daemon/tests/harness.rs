@@ -41,7 +41,7 @@ pub(super) fn device(n: u8) -> Device {
 pub(super) struct Client {
     pub(super) id: u32,
     pub(super) async_rd: OwnedFd,
-    _bell: Doorbell,
+    pub(super) bell: Doorbell,
 }
 
 pub(super) fn hello(dev: &mut Device) -> Client {
@@ -66,11 +66,7 @@ pub(super) fn hello(dev: &mut Device) -> Client {
         vec![mem, async_wr, bell_fd],
     );
     assert!(matches!(r.resp, Response::Hello { .. }), "{:?}", r.resp);
-    Client {
-        id,
-        async_rd,
-        _bell: bell,
-    }
+    Client { id, async_rd, bell }
 }
 
 pub(super) fn call(dev: &mut Device, id: u32, req: Request) -> Reply {
