@@ -33,7 +33,7 @@ use crate::verbs::{Pair, ALL_ACCESS};
 /// reports it: a stalled daemon is what it is there to catch).
 const ROUND_LIMIT: Duration = Duration::from_secs(10);
 /// Bytes sent each way.
-const MSG: usize = 64;
+pub const MSG: usize = 64;
 
 /// What a [`Bystander`] saw.
 #[derive(Debug, Clone)]
@@ -147,8 +147,10 @@ fn run(name: &str, stop: &AtomicBool, ready: mpsc::Sender<Result<(), String>>) -
     report
 }
 
-/// One SEND a -> b, one SEND b -> a, each awaited on both sides.
-fn round(p: &Pair, a: &MrBuf, b: &MrBuf, n: u64) -> Result<(), String> {
+/// One round trip of the bystander's ping-pong on `p` (64 bytes from
+/// `a`'s and `b`'s buffers): one SEND a -> b, one SEND b -> a, each
+/// awaited on both sides; `n` is the round's wr_id.
+pub fn round(p: &Pair, a: &MrBuf, b: &MrBuf, n: u64) -> Result<(), String> {
     let post = |e: PostError| format!("post: {e}");
     p.b.post_recv(&[RecvWr::new(n, &[b.sge(0, MSG as u32)])])
         .map_err(post)?;

@@ -94,6 +94,9 @@ struct Srq {
     max: usize,
     /// WQEs its QPs have taken, ever (the SRQ limit event watches it).
     taken: u64,
+    /// A WQE was taken since it was last reported
+    /// ([`Endpoint::take_touched_srqs`]).
+    touched: bool,
     /// An XRC SRQ: XRC target QPs of its domain deliver into it.
     xrc: Option<XrcSrq>,
 }
@@ -113,6 +116,7 @@ impl RecvSource for Srq {
     fn pop(&mut self) -> Option<RecvWqe> {
         let w = self.q.pop_front();
         self.taken += u64::from(w.is_some());
+        self.touched |= w.is_some();
         w
     }
 }
@@ -213,6 +217,8 @@ pub struct Endpoint<M: Memory> {
     /// A packet took the last receive WQE of a QP's RQ or of an SRQ
     /// (see [`Endpoint::take_recv_starved`]).
     recv_starved: bool,
+    /// SRQs whose QPs took WQEs since [`Endpoint::take_touched_srqs`].
+    touched_srqs: Vec<u32>,
 }
 
 impl<M: Memory> Endpoint<M> {
@@ -236,6 +242,7 @@ impl<M: Memory> Endpoint<M> {
             groups: Groups::default(),
             counters: EngineCounters::default(),
             recv_starved: false,
+            touched_srqs: Vec::new(),
         })
     }
 
@@ -282,6 +289,21 @@ impl<M: Memory> Endpoint<M> {
     /// Receive WQEs an SRQ's QPs have taken since it was created.
     pub fn srq_taken(&self, srq: u32) -> Option<u64> {
         self.srqs.get(&srq).map(|s| s.taken)
+    }
+
+    /// Moves into `out` the SRQs whose QPs took receive WQEs since the
+    /// last call (each once), so a driver looks at those only.
+    pub fn take_touched_srqs(&mut self, out: &mut Vec<u32>) {
+        out.append(&mut self.touched_srqs);
+    }
+
+    /// Records SRQ `srq` as touched if a WQE was taken from it.
+    fn note_srq(&mut self, srq: Option<u32>) {
+        if let Some(s) = srq.and_then(|id| self.srqs.get_mut(&id).map(|s| (id, s))) {
+            if std::mem::take(&mut s.1.touched) {
+                self.touched_srqs.push(s.0);
+            }
+        }
     }
 
     /// Some QP has packets to send.
@@ -490,6 +512,7 @@ impl<M: Memory> Endpoint<M> {
                 q: VecDeque::new(),
                 max: max_wr as usize,
                 taken: 0,
+                touched: false,
                 xrc,
             },
         );
@@ -612,6 +635,7 @@ impl<M: Memory> Endpoint<M> {
         if before > 0 && recv_level(&slot.qp, &self.srqs, srq) == 0 {
             self.recv_starved = true;
         }
+        self.note_srq(srq);
         self.after_activity(qpn, cqs);
     }
 
@@ -756,6 +780,11 @@ impl<M: Memory> Endpoint<M> {
     /// Collects what a QP produced after any call into it: completions to
     /// their CQs, events, its timer, its place in the transmit queue.
     fn after_activity(&mut self, qpn: u32, cqs: &mut impl CqSink) {
+        let Some(slot) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        let srq = slot.srq;
+        self.note_srq(srq);
         let Some(slot) = self.qps.get_mut(&qpn) else {
             return;
         };

@@ -6,7 +6,7 @@
 //! backlog on, notifies an armed channel once and detects overruns.
 //! Requests that create, resize and destroy CQs are in `cq.rs`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::fd::AsFd;
 
 use transport::engine::CqSink;
@@ -137,15 +137,28 @@ pub(super) fn post_completion(cq: &mut Cq, c: &Completion, counters: &mut Daemon
 /// One client's CQs as the endpoint's completion sink while its rings
 /// are read (a QP completes only on its own client's CQs; the few
 /// completions of that path, flushes and errors, find theirs by id).
+/// A CQ posted to joins the dirty set the next delivery pass walks.
 pub struct SessionCqs<'a> {
+    /// The session's id: only its own CQs are posted to.
+    pub sid: u32,
     pub cqs: &'a mut BTreeMap<u32, Cq>,
+    /// CQ id -> (session, handle), device-wide.
+    pub owner: &'a HashMap<u32, (u32, u32)>,
+    pub dirty: &'a mut BTreeSet<u32>,
     pub counters: &'a mut DaemonCounters,
 }
 
 impl CqSink for SessionCqs<'_> {
     fn post(&mut self, cq: u32, c: Completion) {
-        if let Some(cq) = self.cqs.values_mut().find(|q| q.id == cq) {
-            post_completion(cq, &c, self.counters);
+        let Some(&(sid, h)) = self.owner.get(&cq) else {
+            return;
+        };
+        if sid != self.sid {
+            return;
+        }
+        if let Some(q) = self.cqs.get_mut(&h) {
+            post_completion(q, &c, self.counters);
+            self.dirty.insert(cq);
         }
     }
 }

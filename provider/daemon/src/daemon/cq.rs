@@ -158,6 +158,8 @@ pub(super) fn resize(objects: &mut Objects, id: u32, h: u32, cqe: u32) -> Handle
         }
         cq.backlog.pop_front();
     }
+    let cq_id = cq.id;
+    objects.ready.cqs.insert(cq_id);
     Ok(Reply::with_fds(
         Response::Cq {
             cq: h,
@@ -180,23 +182,31 @@ pub(super) fn destroy(objects: &mut Objects, id: u32, h: u32) -> Handled {
 }
 
 impl Device {
-    /// One delivery pass over every CQ: returns how many entries moved.
-    /// An overrun CQ's owner hears IBV_EVENT_CQ_ERR and the QPs that
-    /// complete on it go to the error state (their flushes are lost with
-    /// the rest: the CQ is full), as rxe's responder does on a full CQ.
+    /// One delivery pass over the dirty CQs (those posted to since the
+    /// last pass, or with a backlog or an overrun): returns how many
+    /// entries moved. A CQ stays dirty while a backlog or an overrun
+    /// remains. An overrun CQ's owner hears IBV_EVENT_CQ_ERR and the QPs
+    /// that complete on it go to the error state (their flushes are lost
+    /// with the rest: the CQ is full), as rxe's responder does on a full
+    /// CQ.
     pub(super) fn deliver_cqs(&mut self) -> usize {
         let mut moved = 0;
         let mut to_err = Vec::new();
-        for s in self.objects.sessions_mut() {
-            let mut overruns = Vec::new();
-            for (&h, cq) in s.cqs.iter_mut() {
-                let d = deliver_cq(cq, &mut self.counters);
-                moved += d.moved;
-                if d.overrun {
-                    overruns.push((h, cq.user_handle));
-                }
-            }
-            for (h, uh) in overruns {
+        for cq_id in std::mem::take(&mut self.objects.ready.cqs) {
+            let Some((sid, h)) = self.objects.cq_owner(cq_id) else {
+                continue;
+            };
+            let Some(s) = self.objects.get_mut(sid) else {
+                continue;
+            };
+            let Some(cq) = s.cqs.get_mut(&h) else {
+                continue;
+            };
+            let d = deliver_cq(cq, &mut self.counters);
+            moved += d.moved;
+            let keep = !cq.backlog.is_empty() || cq.overrun;
+            if d.overrun {
+                let uh = cq.user_handle;
                 self.counters.async_events += 1;
                 if !s.send_event(uh, event::CQ_ERR) {
                     self.counters.async_events_dropped += 1;
@@ -207,6 +217,9 @@ impl Device {
                         .filter(|q| q.send_cq == h || q.recv_cq == h)
                         .map(|q| q.qpn),
                 );
+            }
+            if keep {
+                self.objects.ready.cqs.insert(cq_id);
             }
         }
         for qpn in to_err {

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use transport::engine::{Endpoint, EngineError};
+use transport::engine::{mcast, Endpoint, EngineError, RecvMeta, MCAST_QPN};
 use transport::qp::{Memory, QpError, QpEvent, QpState, WcOpcode, WcStatus};
 
 use crate::mem::DeviceMemory;
@@ -22,7 +22,7 @@ use super::completion::{push_own, SessionCqs};
 use super::counters::DaemonCounters;
 use super::device::Device;
 use super::log::{debug, warning};
-use super::objects::DeviceCqs;
+use super::objects::{DeviceCqs, Objects, Parts};
 use super::session::{event, Cq, Qp, Session, Srq};
 use super::wqe::{self, BadWqe, SqLimits};
 
@@ -244,47 +244,152 @@ fn release_used_srq_slots(e: &Endpoint<DeviceMemory>, srq: &mut Srq) {
     srq.taken_up_to(e.srq_taken(srq.id).unwrap_or(0));
 }
 
-/// Posts to the endpoint every well-formed receive WQE waiting in a
-/// receive ring (RQ or SRQ), up to the queue's depth; returns how many.
-/// [`Device::pump`] calls it between a receive system call and the
-/// dispatch of what it brought, so a receive posted before a packet
+/// Posts to the endpoint every well-formed receive WQE waiting in
+/// `qp`'s RQ ring, up to the queue's depth; returns how many.
+/// [`Device::pump`] does this for the watched rings between a receive
+/// system call and the dispatch of what it brought (and for a parked
+/// one before a packet for its QP), so a receive posted before a packet
 /// arrived is always there for it however late the loop got to the ring
 /// (a UD or UC message that finds no receive is dropped). A slot that
 /// does not parse, or that the endpoint refuses, stays in its ring for
 /// [`Device::consume`], which turns it into an error completion.
-fn refill_receives<'a>(
+fn refill_qp(
     e: &mut Endpoint<DeviceMemory>,
-    sessions: impl Iterator<Item = &'a mut Session>,
+    qp: &mut Qp,
+    cqs: &mut SessionCqs<'_>,
+    buf: &mut [u8],
+) -> usize {
+    let mut n = 0;
+    while !rq_blocked(e, qp, cqs.cqs) {
+        let Some(rq) = qp.rq.as_mut() else {
+            break;
+        };
+        let post = |w| e.post_recv(qp.qpn, w, &mut *cqs);
+        if !post_one(rq, buf, qp.cap.max_recv_sge, post, false) {
+            break;
+        }
+        n += 1;
+    }
+    n
+}
+
+/// [`refill_qp`] for an SRQ's ring.
+fn refill_srq(e: &mut Endpoint<DeviceMemory>, srq: &mut Srq, buf: &mut [u8]) -> usize {
+    let mut n = 0;
+    while !srq_blocked(e, srq) {
+        let post = |w| e.post_srq_recv(srq.id, w);
+        if !post_one(&mut srq.ring, buf, srq.max_sge, post, true) {
+            break;
+        }
+        n += 1;
+    }
+    n
+}
+
+/// [`refill_qp`] / [`refill_srq`] over every watched receive ring.
+fn refill_receives(
+    e: &mut Endpoint<DeviceMemory>,
+    objects: &mut Objects,
     counters: &mut DaemonCounters,
     buf: &mut [u8],
 ) -> usize {
     let mut n = 0;
-    for s in sessions {
-        let Session { qps, cqs, srqs, .. } = s;
+    let qps: Vec<(u32, u32)> = objects.ready.qps.iter().copied().collect();
+    for (sid, qpn) in qps {
+        let Some(Parts { s, cq_owner, ready }) = objects.parts(sid) else {
+            continue;
+        };
+        let Session { qps, cqs, .. } = s;
+        let Some(qp) = qps.get_mut(&qpn).filter(|q| !q.idle.rq) else {
+            continue;
+        };
         let mut cqs = SessionCqs {
+            sid,
             cqs,
+            owner: cq_owner,
+            dirty: &mut ready.cqs,
             counters: &mut *counters,
         };
-        for qp in qps.values_mut() {
-            while !rq_blocked(e, qp, cqs.cqs) {
-                let Some(rq) = qp.rq.as_mut() else {
-                    break;
-                };
-                let post = |w| e.post_recv(qp.qpn, w, &mut cqs);
-                if !post_one(rq, buf, qp.cap.max_recv_sge, post, false) {
-                    break;
-                }
-                n += 1;
-            }
+        n += refill_qp(e, qp, &mut cqs, buf);
+    }
+    let srqs: Vec<(u32, u32)> = objects.ready.srqs.iter().copied().collect();
+    for (sid, h) in srqs {
+        let Some(s) = objects.get_mut(sid) else {
+            continue;
+        };
+        if let Some(srq) = s.srqs.get_mut(&h).filter(|q| !q.idle.rq) {
+            n += refill_srq(e, srq, buf);
         }
-        for srq in srqs.values_mut() {
-            while !srq_blocked(e, srq) {
-                let post = |w| e.post_srq_recv(srq.id, w);
-                if !post_one(&mut srq.ring, buf, srq.max_sge, post, true) {
-                    break;
-                }
-                n += 1;
-            }
+    }
+    n
+}
+
+/// A packet is about to be dispatched: if a QP it is for has its receive
+/// ring (RQ or SRQ) parked, that ring is watched again and what it holds
+/// taken first (as a watched ring's was before the batch). Returns the
+/// receives taken.
+fn wake_receivers(
+    e: &mut Endpoint<DeviceMemory>,
+    objects: &mut Objects,
+    counters: &mut DaemonCounters,
+    buf: &mut [u8],
+    (meta, pkt): (&RecvMeta, &[u8]),
+    now: Instant,
+) -> usize {
+    // BTH DestQP: bytes 5..8 of the UDP payload (a runt is dropped by the
+    // endpoint anyway).
+    let Some(d) = pkt.get(5..8) else {
+        return 0;
+    };
+    let qpn = u32::from_be_bytes([0, d[0], d[1], d[2]]);
+    let group = meta.dst.filter(|&a| qpn == MCAST_QPN || mcast::is_group(a));
+    match group {
+        Some(g) => {
+            let members = e.mcast_members(g).to_vec();
+            members
+                .into_iter()
+                .map(|q| wake_receiver(e, objects, counters, buf, q, now))
+                .sum()
+        }
+        None => wake_receiver(e, objects, counters, buf, qpn, now),
+    }
+}
+
+/// [`wake_receivers`] for one QP.
+fn wake_receiver(
+    e: &mut Endpoint<DeviceMemory>,
+    objects: &mut Objects,
+    counters: &mut DaemonCounters,
+    buf: &mut [u8],
+    qpn: u32,
+    now: Instant,
+) -> usize {
+    let Some(sid) = objects.qp_owner(qpn) else {
+        return 0;
+    };
+    let Some(Parts { s, cq_owner, ready }) = objects.parts(sid) else {
+        return 0;
+    };
+    let Session { qps, cqs, srqs, .. } = s;
+    let Some(qp) = qps.get_mut(&qpn) else {
+        return 0;
+    };
+    let mut n = 0;
+    if qp.idle.rq {
+        ready.wake_qp(sid, qp, now);
+        let mut cqs = SessionCqs {
+            sid,
+            cqs,
+            owner: cq_owner,
+            dirty: &mut ready.cqs,
+            counters,
+        };
+        n += refill_qp(e, qp, &mut cqs, buf);
+    }
+    if let Some(h) = qp.srq {
+        if let Some(srq) = srqs.get_mut(&h).filter(|q| q.idle.rq) {
+            ready.wake_srq(sid, h, srq, now);
+            n += refill_srq(e, srq, buf);
         }
     }
     n
@@ -357,7 +462,7 @@ impl Device {
         Ok(work)
     }
 
-    /// [`refill_receives`] over every client.
+    /// [`refill_receives`] over the watched rings.
     fn refill_receives(&mut self) {
         let Device {
             endpoint,
@@ -367,7 +472,7 @@ impl Device {
             ..
         } = self;
         endpoint.take_recv_starved();
-        let n = refill_receives(endpoint, objects.sessions_mut(), counters, slot_buf);
+        let n = refill_receives(endpoint, objects, counters, slot_buf);
         counters.wqes_posted += n as u64;
     }
 
@@ -388,9 +493,13 @@ impl Device {
         } = self;
         driver.dispatch(|m, b| {
             if endpoint.take_recv_starved() {
-                let n = refill_receives(endpoint, objects.sessions_mut(), counters, slot_buf);
+                let n = refill_receives(endpoint, objects, counters, slot_buf);
                 counters.wqes_posted += n as u64;
                 counters.recv_refills += 1;
+            }
+            if objects.ready.parked_recv > 0 {
+                let n = wake_receivers(endpoint, objects, counters, slot_buf, (m, b), now);
+                counters.wqes_posted += n as u64;
             }
             let mut cqs = DeviceCqs::new(objects, counters);
             endpoint.handle_datagram(now, m, b, &mut cqs)
@@ -413,21 +522,33 @@ impl Device {
         n
     }
 
-    /// Takes posted work from every client's rings; returns WQEs taken.
+    /// Takes posted work from the watched rings (after watching again the
+    /// parked rings with work of the sessions whose doorbell rang), then
+    /// parks those idle for [`PARK_AFTER`](super::ready::PARK_AFTER);
+    /// returns WQEs taken.
     pub fn consume(&mut self) -> usize {
+        let now = Instant::now();
+        for sid in std::mem::take(&mut self.objects.ready.rang) {
+            if let Some(Parts { s, ready, .. }) = self.objects.parts(sid) {
+                ready.wake_session(sid, s, now);
+            }
+        }
         let mut taken = 0;
         let mut from = 0;
-        // Walks the session ids in order without collecting them (this
-        // runs on every turn of the loop); bounded by the session count.
-        for _ in 0..self.objects.len() {
-            let Some(id) = self.objects.next_id(from) else {
+        // The sessions with watched rings, in order, without collecting
+        // them (this runs on every turn of the loop).
+        loop {
+            let r = &self.objects.ready;
+            let q = r.qps.range((from, 0)..).next().map(|&(s, _)| s);
+            let b = r.srqs.range((from, 0)..).next().map(|&(s, _)| s);
+            let Some(id) = q.into_iter().chain(b).min() else {
                 break;
             };
-            taken += self.consume_session(id);
-            from = id.saturating_add(1);
+            taken += self.consume_session(id, now);
             if id == u32::MAX {
                 break;
             }
+            from = id + 1;
         }
         taken
     }
@@ -437,12 +558,27 @@ impl Device {
     /// before a modify or destroy of its QP reaches the wire first, as on
     /// an HCA (and on kernel rxe, whose ibv_post_send runs the requester).
     /// A UD send posted just before ibv_destroy_qp (libfabric's rxd ACKs
-    /// the peer's last message and closes) is then not lost. Returns the
-    /// WQEs taken.
+    /// the peer's last message and closes) is then not lost. A post to a
+    /// parked ring rang the session's doorbell before the request was
+    /// sent: the doorbell is read here, so that ring is watched and read
+    /// too. Returns the WQEs taken.
     pub(super) fn take_posted(&mut self, id: u32) -> usize {
-        let taken = self.consume_session(id);
+        let now = Instant::now();
+        let rang = self
+            .objects
+            .session(id)
+            .and_then(|s| s.bell.as_ref())
+            .is_some_and(|b| matches!(b.drain(), Ok(n) if n > 0));
+        if rang {
+            self.counters.doorbells += 1;
+        }
+        if rang || self.objects.ready.rang.remove(&id) {
+            if let Some(Parts { s, ready, .. }) = self.objects.parts(id) {
+                ready.wake_session(id, s, now);
+            }
+        }
+        let taken = self.consume_session(id, now);
         if taken > 0 {
-            let now = Instant::now();
             for _ in 0..FLUSH_ROUNDS {
                 if self.transmit_packets(now) == 0 {
                     break;
@@ -452,31 +588,57 @@ impl Device {
         taken
     }
 
-    /// Takes posted work from one client's rings.
-    pub(super) fn consume_session(&mut self, id: u32) -> usize {
+    /// Takes posted work from one client's watched rings, then parks
+    /// those idle long enough.
+    pub(super) fn consume_session(&mut self, id: u32, now: Instant) -> usize {
         let fam = (
             self.driver.local_addr().is_ipv6(),
             self.driver.has_v6_side(),
         );
-        let Some(s) = self.objects.get_mut(id) else {
+        let Some(Parts { s, cq_owner, ready }) = self.objects.parts(id) else {
             return 0;
         };
+        let qpns: Vec<u32> = ready
+            .qps
+            .range((id, 0)..=(id, u32::MAX))
+            .map(|&(_, q)| q)
+            .collect();
+        let srq_hs: Vec<u32> = ready
+            .srqs
+            .range((id, 0)..=(id, u32::MAX))
+            .map(|&(_, h)| h)
+            .collect();
         let e = &mut self.endpoint;
         let buf = &mut self.slot_buf;
         let mut bad = Vec::new();
         let mut broken = Vec::new();
         let mut srq_errs = Vec::new();
         let mut taken = 0;
-        let Session { qps, cqs, srqs, .. } = s;
+        let Session { qps, cqs, srqs, .. } = &mut *s;
         let mut cqs = SessionCqs {
+            sid: id,
             cqs,
+            owner: cq_owner,
+            dirty: &mut ready.cqs,
             counters: &mut self.counters,
         };
-        for qp in qps.values_mut() {
-            let r = consume_sq(e, qp, &mut cqs, fam, buf, &mut bad)
-                .and_then(|a| Ok(a + consume_rq(e, qp, &mut cqs, buf, &mut bad)?));
+        for &qpn in &qpns {
+            let Some(qp) = qps.get_mut(&qpn) else {
+                continue;
+            };
+            let mut r = Ok(0);
+            if !qp.idle.sq {
+                r = consume_sq(e, qp, &mut cqs, fam, buf, &mut bad);
+            }
+            if !qp.idle.rq {
+                r = r.and_then(|a| Ok(a + consume_rq(e, qp, &mut cqs, buf, &mut bad)?));
+            }
             match r {
-                Ok(n) => taken += n,
+                Ok(0) => {}
+                Ok(n) => {
+                    taken += n;
+                    qp.idle.busy_at = now;
+                }
                 Err(err) => {
                     warning!(
                         "client {id}: QP {:#x}: ring unusable ({err}); QP to error",
@@ -487,10 +649,19 @@ impl Device {
                 }
             }
         }
-        for srq in srqs.values_mut() {
+        for &h in &srq_hs {
+            let Some(srq) = srqs.get_mut(&h) else {
+                continue;
+            };
+            if srq.idle.rq {
+                continue;
+            }
             match consume_srq(e, srq, buf) {
                 Ok((n, nbad)) => {
                     taken += n;
+                    if n > 0 {
+                        srq.idle.busy_at = now;
+                    }
                     if nbad > 0 {
                         cqs.counters.bad_wqes += nbad as u64;
                         srq_errs.push(srq.user_handle);
@@ -510,23 +681,38 @@ impl Device {
         for b in bad {
             if let Some(cq) = cqs.cqs.get_mut(&b.cq) {
                 push_own(cq, b.cqe, cqs.counters);
+                cqs.dirty.insert(cq.id);
             }
             if b.fatal {
                 let _ = e.modify_qp(b.qpn, &to_error(), &mut cqs);
             }
         }
-        for (qpn, uh) in broken {
-            let mut cqs = SessionCqs {
-                cqs: &mut s.cqs,
-                counters: &mut self.counters,
-            };
+        for &(qpn, _) in &broken {
             let _ = e.modify_qp(qpn, &to_error(), &mut cqs);
+        }
+        for (_, uh) in broken {
             self.counters.async_events += 1;
             s.send_event(uh, event::QP_FATAL);
         }
         for uh in srq_errs {
             self.counters.async_events += 1;
             s.send_event(uh, event::SRQ_ERR);
+        }
+        // Rings idle long enough leave the watched set.
+        for qpn in qpns {
+            let gone = s.qps.get_mut(&qpn).is_none_or(|qp| ready.park_qp(qp, now));
+            if gone {
+                ready.qps.remove(&(id, qpn));
+            }
+        }
+        for h in srq_hs {
+            let gone = s
+                .srqs
+                .get_mut(&h)
+                .is_none_or(|srq| ready.park_srq(srq, now));
+            if gone {
+                ready.srqs.remove(&(id, h));
+            }
         }
         taken
     }
@@ -570,24 +756,32 @@ impl Device {
     /// until a WQE is taken. Disarms it.
     fn check_srq_limits(&mut self) -> usize {
         let mut n = 0;
-        for s in self.objects.sessions_mut() {
-            let mut fire = Vec::new();
-            for srq in s.srqs.values_mut() {
-                release_used_srq_slots(&self.endpoint, srq);
-                let taken = self.endpoint.srq_taken(srq.id).unwrap_or(0);
-                let dropped = taken != srq.taken_seen;
-                srq.taken_seen = taken;
-                if srq.limit == 0 || !dropped {
-                    continue;
-                }
-                let posted = self.endpoint.srq_len(srq.id).unwrap_or(0)
-                    + srq.ring.unread().unwrap_or(0) as usize;
-                if posted < srq.limit as usize {
-                    srq.limit = 0;
-                    fire.push(srq.user_handle);
-                }
+        let mut touched = Vec::new();
+        // Only SRQs whose QPs took receives since the last pass: for the
+        // others nothing changed.
+        self.endpoint.take_touched_srqs(&mut touched);
+        for srq_id in touched {
+            let Some((sid, h)) = self.objects.srq_owner(srq_id) else {
+                continue;
+            };
+            let Some(s) = self.objects.get_mut(sid) else {
+                continue;
+            };
+            let Some(srq) = s.srqs.get_mut(&h) else {
+                continue;
+            };
+            release_used_srq_slots(&self.endpoint, srq);
+            let taken = self.endpoint.srq_taken(srq.id).unwrap_or(0);
+            let dropped = taken != srq.taken_seen;
+            srq.taken_seen = taken;
+            if srq.limit == 0 || !dropped {
+                continue;
             }
-            for uh in fire {
+            let posted = self.endpoint.srq_len(srq.id).unwrap_or(0)
+                + srq.ring.unread().unwrap_or(0) as usize;
+            if posted < srq.limit as usize {
+                srq.limit = 0;
+                let uh = srq.user_handle;
                 n += 1;
                 self.counters.async_events += 1;
                 if !s.send_event(uh, event::SRQ_LIMIT_REACHED) {
@@ -598,68 +792,79 @@ impl Device {
         n
     }
 
-    /// Raises the consumer-sleeping flag on every ring the daemon would
-    /// read now. False (and every flag lowered again) if one of them is
-    /// not empty. Rings that are blocked are left alone: what unblocks
-    /// them (transport progress, a client polling its CQ) is waited for
+    /// Raises the consumer-sleeping flag on every watched ring the daemon
+    /// would read now (the parked ones have theirs raised already). False
+    /// (and every watched flag lowered again) if one of them is not
+    /// empty. Rings that are blocked are left alone: what unblocks them
+    /// (transport progress, a client polling its CQ) is waited for
     /// otherwise.
     pub fn prepare_sleep(&mut self) -> bool {
-        let mut ok = true;
-        'all: for s in self.objects.sessions() {
-            for qp in s.qps.values() {
-                if !sq_blocked(&self.endpoint, qp, &s.cqs)
-                    && !matches!(qp.sq.prepare_sleep(), Ok(true))
-                {
-                    ok = false;
-                    break 'all;
-                }
-                if let Some(rq) = &qp.rq {
-                    if !rq_blocked(&self.endpoint, qp, &s.cqs)
-                        && !matches!(rq.prepare_sleep(), Ok(true))
-                    {
-                        ok = false;
-                        break 'all;
-                    }
-                }
-            }
-            for srq in s.srqs.values() {
-                if !srq_blocked(&self.endpoint, srq)
-                    && !matches!(srq.ring.prepare_sleep(), Ok(true))
-                {
-                    ok = false;
-                    break 'all;
-                }
-            }
-        }
+        let ok = self.watched_qps().all(|(s, qp)| {
+            let sq = qp.idle.sq
+                || sq_blocked(&self.endpoint, qp, &s.cqs)
+                || matches!(qp.sq.prepare_sleep(), Ok(true));
+            sq && (qp.idle.rq
+                || qp.rq.as_ref().is_none_or(|rq| {
+                    rq_blocked(&self.endpoint, qp, &s.cqs) || matches!(rq.prepare_sleep(), Ok(true))
+                }))
+        }) && self.watched_srqs().all(|srq| {
+            srq.idle.rq
+                || srq_blocked(&self.endpoint, srq)
+                || matches!(srq.ring.prepare_sleep(), Ok(true))
+        });
         if !ok {
             self.end_sleep();
         }
         ok
     }
 
-    /// Lowers every consumer-sleeping flag (producers stop ringing).
+    /// Lowers the consumer-sleeping flag of every watched ring (producers
+    /// stop ringing); parked rings keep theirs.
     pub fn end_sleep(&self) {
-        for s in self.objects.sessions() {
-            for qp in s.qps.values() {
+        for (_, qp) in self.watched_qps() {
+            if !qp.idle.sq {
                 qp.sq.end_sleep();
-                if let Some(rq) = &qp.rq {
-                    rq.end_sleep();
-                }
             }
-            for srq in s.srqs.values() {
+            if let Some(rq) = qp.rq.as_ref().filter(|_| !qp.idle.rq) {
+                rq.end_sleep();
+            }
+        }
+        for srq in self.watched_srqs() {
+            if !srq.idle.rq {
                 srq.ring.end_sleep();
             }
         }
     }
 
+    /// The watched QPs with their sessions.
+    fn watched_qps(&self) -> impl Iterator<Item = (&Session, &Qp)> {
+        let o = &self.objects;
+        o.ready.qps.iter().filter_map(|&(sid, qpn)| {
+            let s = o.session(sid)?;
+            Some((s, s.qps.get(&qpn)?))
+        })
+    }
+
+    /// The watched SRQs.
+    fn watched_srqs(&self) -> impl Iterator<Item = &Srq> {
+        let o = &self.objects;
+        o.ready
+            .srqs
+            .iter()
+            .filter_map(|&(sid, h)| o.session(sid)?.srqs.get(&h))
+    }
+
     /// Some CQ has a backlog that only the client's polling can drain:
-    /// the loop must look again soon even without any wake-up.
+    /// the loop must look again soon even without any wake-up. (Only
+    /// dirty CQs can have one.)
     pub fn has_backlog(&self) -> bool {
+        let o = &self.objects;
         self.cm.has_pending()
-            || self
-                .objects
-                .sessions()
-                .any(|s| s.cqs.values().any(|c| !c.backlog.is_empty()))
+            || o.ready.cqs.iter().any(|&id| {
+                o.cq_owner(id)
+                    .and_then(|(sid, h)| o.session(sid)?.cqs.get(&h))
+                    .is_some_and(|c| !c.backlog.is_empty())
+            })
     }
 }
 

@@ -13,7 +13,8 @@
 //!       (completions go straight into the CQs)
 //!   Device::deliver: CQ backlogs -> rings, channels, async events
 //!   if nothing happened: spin (adaptive, at most max_spin), then
-//!       raise the rings' sleeping flags, re-check, and block in ppoll
+//!       raise the watched rings' sleeping flags (parked ones keep
+//!       theirs, `ready.rs`), re-check, and block in ppoll
 //!       on {epoll fd, UDP sockets} until the next QP deadline
 //! ```
 //!
@@ -255,6 +256,8 @@ impl Daemon {
                     if let Some(bell) = self.dev.objects.session(id).and_then(|s| s.bell.as_ref()) {
                         let _ = bell.drain();
                         self.dev.counters.doorbells += 1;
+                        // Its parked rings with work are watched again.
+                        self.dev.objects.ready.rang.insert(id);
                     }
                 }
                 _ => {}

@@ -18,7 +18,7 @@ use rxu_abi::ring::Doorbell;
 use super::counters::DaemonCounters;
 use super::device::Device;
 use super::log::{debug, info};
-use super::objects::Objects;
+use super::objects::{Objects, Parts};
 use super::port::Port;
 use super::quota::Kind;
 use super::reply::{refuse, Handled, Refused, Reply};
@@ -162,6 +162,12 @@ impl Device {
             self.take_posted(id);
             self.deliver();
         }
+        // A QP or SRQ modified (reset, a new ring) is watched again.
+        let wake = match req {
+            Request::ModifyQp { qp, .. } => Some((Some(qp), None)),
+            Request::ModifySrq { srq, .. } => Some((None, Some(srq))),
+            _ => None,
+        };
         // Per-client and per-uid limits (`quota.rs`), applied on success.
         let pending = charge::before(&self.objects, id, &req)?;
         let (o, e, port) = (&mut self.objects, &mut self.endpoint, &self.port);
@@ -366,7 +372,25 @@ impl Device {
             Request::Chunk { offset } => admin::chunk(o, id, offset),
         };
         charge::after(&mut self.objects, pending, r.is_ok());
+        if let Some((qp, srq)) = wake {
+            self.watch(id, qp, srq);
+        }
         r
+    }
+
+    /// Watches QP `qp` and/or SRQ `srq` of session `id` again (their
+    /// rings' flags lowered; parked again once idle).
+    fn watch(&mut self, id: u32, qp: Option<u32>, srq: Option<u32>) {
+        let now = std::time::Instant::now();
+        let Some(Parts { s, ready, .. }) = self.objects.parts(id) else {
+            return;
+        };
+        if let Some(q) = qp.and_then(|q| s.qps.get_mut(&q)) {
+            ready.wake_qp(id, q, now);
+        }
+        if let Some((h, q)) = srq.and_then(|h| Some((h, s.srqs.get_mut(&h)?))) {
+            ready.wake_srq(id, h, q, now);
+        }
     }
 }
 

@@ -45,6 +45,7 @@ pub mod port;
 pub mod privs;
 pub mod qp;
 pub mod quota;
+pub mod ready;
 pub mod reply;
 pub mod session;
 pub mod setup;

@@ -16,8 +16,9 @@ use rxu_abi::proto::DeviceAttr;
 use super::completion::post_completion;
 use super::counters::DaemonCounters;
 use super::quota::Quota;
+use super::ready::Ready;
 use super::reply::Refused;
-use super::session::{event, Cq, Qp, Session};
+use super::session::{event, Cq, Qp, Session, Srq};
 use super::sys;
 use super::xrcd::Xrcds;
 use transport::engine::CqSink;
@@ -33,6 +34,10 @@ pub struct Objects {
     /// CQ id (the tag of the endpoint's completions) -> owning session
     /// and its handle there (exactly the CQs of the sessions).
     cq_owner: HashMap<u32, (u32, u32)>,
+    /// SRQ id (the endpoint's) -> owning session and its handle there.
+    srq_owner: HashMap<u32, (u32, u32)>,
+    /// The rings, CQs and sessions the loop looks at (`ready.rs`).
+    pub(super) ready: Ready,
     /// Transport counters of QPs already destroyed (device totals are
     /// these plus the live QPs').
     retired_qps: QpCounters,
@@ -56,6 +61,8 @@ impl Objects {
             sessions: BTreeMap::new(),
             qp_owner: HashMap::new(),
             cq_owner: HashMap::new(),
+            srq_owner: HashMap::new(),
+            ready: Ready::default(),
             retired_qps: QpCounters::default(),
             allow_own_mem: false,
             next_client: 1,
@@ -106,6 +113,13 @@ impl Objects {
         for cq in s.cqs.values() {
             self.cq_owner.remove(&cq.id);
         }
+        for srq in s.srqs.values() {
+            self.srq_owner.remove(&srq.id);
+            self.ready.unparked_srq(srq);
+        }
+        for qp in s.qps.values() {
+            self.ready.unparked_qp(qp);
+        }
         for &qpn in s.qps.keys() {
             if !self.hand_on_qp(qpn) {
                 self.retire_qp(endpoint, counters, qpn);
@@ -146,12 +160,6 @@ impl Objects {
 
     pub fn len(&self) -> usize {
         self.sessions.len()
-    }
-
-    /// The smallest session id at or above `from` (an ordered walk that
-    /// collects nothing).
-    pub(super) fn next_id(&self, from: u32) -> Option<u32> {
-        self.sessions.range(from..).next().map(|(&id, _)| id)
     }
 
     /// Objects of one kind across all clients (for the device limits).
@@ -234,12 +242,52 @@ impl Objects {
         self.sessions.get_mut(id)?.cqs.get_mut(h)
     }
 
-    /// Records a QP the engine created for session `id`.
+    /// Records a QP the engine created for session `id` (its rings
+    /// watched).
     pub(super) fn add_qp(&mut self, id: u32, qp: Qp) -> Result<(), Refused> {
         let qpn = qp.qpn;
         self.session_mut(id)?.qps.insert(qpn, qp);
         self.qp_owner.insert(qpn, id);
+        self.ready.qps.insert((id, qpn));
         Ok(())
+    }
+
+    /// Records an SRQ of session `id` under handle `h` (its ring watched).
+    pub(super) fn add_srq(&mut self, id: u32, h: u32, srq: Srq) -> Result<(), Refused> {
+        let srq_id = srq.id;
+        self.session_mut(id)?.srqs.insert(h, srq);
+        self.srq_owner.insert(srq_id, (id, h));
+        self.ready.srqs.insert((id, h));
+        Ok(())
+    }
+
+    /// Removes SRQ `h` of session `id`, if it has one.
+    pub(super) fn remove_srq(&mut self, id: u32, h: u32) -> Option<Srq> {
+        let srq = self.sessions.get_mut(&id)?.srqs.remove(&h)?;
+        self.srq_owner.remove(&srq.id);
+        self.ready.unparked_srq(&srq);
+        Some(srq)
+    }
+
+    /// The session and handle of the SRQ the endpoint calls `srq`.
+    pub(super) fn srq_owner(&self, srq: u32) -> Option<(u32, u32)> {
+        self.srq_owner.get(&srq).copied()
+    }
+
+    /// The owner (session, handle) of the CQ the endpoint calls `cq`.
+    pub(super) fn cq_owner(&self, cq: u32) -> Option<(u32, u32)> {
+        self.cq_owner.get(&cq).copied()
+    }
+
+    /// Session `id` and the device-wide books the data path updates
+    /// while it holds the session's objects.
+    pub(super) fn parts(&mut self, id: u32) -> Option<Parts<'_>> {
+        let s = self.sessions.get_mut(&id)?;
+        Some(Parts {
+            s,
+            cq_owner: &self.cq_owner,
+            ready: &mut self.ready,
+        })
     }
 
     /// Destroys a QP of session `id`; false if it has none of that number.
@@ -250,9 +298,10 @@ impl Objects {
         id: u32,
         qpn: u32,
     ) -> Result<bool, Refused> {
-        if self.session_mut(id)?.qps.remove(&qpn).is_none() {
+        let Some(qp) = self.session_mut(id)?.qps.remove(&qpn) else {
             return Ok(false);
-        }
+        };
+        self.ready.unparked_qp(&qp);
         if !self.hand_on_qp(qpn) {
             self.retire_qp(endpoint, counters, qpn);
         }
@@ -281,7 +330,9 @@ impl Objects {
     /// Records that session `id` holds target QP `qpn` too (the QP
     /// itself stays with its owner).
     pub(super) fn share_qp(&mut self, id: u32, qp: Qp) -> Result<(), Refused> {
-        self.session_mut(id)?.qps.insert(qp.qpn, qp);
+        let qpn = qp.qpn;
+        self.session_mut(id)?.qps.insert(qpn, qp);
+        self.ready.qps.insert((id, qpn));
         Ok(())
     }
 
@@ -307,6 +358,11 @@ impl Objects {
     pub(super) fn owner_of_qp_mut(&mut self, qpn: u32) -> Option<&mut Session> {
         let owner = self.qp_owner.get(&qpn)?;
         self.sessions.get_mut(owner)
+    }
+
+    /// The session owning QP `qpn`.
+    pub(super) fn qp_owner(&self, qpn: u32) -> Option<u32> {
+        self.qp_owner.get(&qpn).copied()
     }
 
     /// Whether QP `qpn` belongs to some session.
@@ -367,6 +423,14 @@ impl Objects {
     }
 }
 
+/// A session and what the data path updates besides it (see
+/// [`Objects::parts`]).
+pub struct Parts<'a> {
+    pub s: &'a mut Session,
+    pub cq_owner: &'a HashMap<u32, (u32, u32)>,
+    pub ready: &'a mut Ready,
+}
+
 /// Every client's CQs as the endpoint's completion sink (the data path
 /// and control requests). A completion for a CQ that is gone (with its
 /// client) goes nowhere.
@@ -383,8 +447,9 @@ impl<'a> DeviceCqs<'a> {
 
 impl CqSink for DeviceCqs<'_> {
     fn post(&mut self, cq: u32, c: Completion) {
-        if let Some(cq) = self.objects.cq_mut(cq) {
-            post_completion(cq, &c, self.counters);
+        if let Some(q) = self.objects.cq_mut(cq) {
+            post_completion(q, &c, self.counters);
+            self.objects.ready.cqs.insert(cq);
         }
     }
 
@@ -394,10 +459,19 @@ impl CqSink for DeviceCqs<'_> {
         let Some(&(id, _)) = self.objects.cq_owner.get(&cq) else {
             return;
         };
-        let Some(s) = self.objects.sessions.get_mut(&id) else {
+        // Only an SRQ of that session (the CQ's owner).
+        let Some((sid, h)) = self.objects.srq_owner(srq) else {
             return;
         };
-        if let Some(srq) = s.srqs.values_mut().find(|s| s.id == srq) {
+        if sid != id {
+            return;
+        }
+        if let Some(srq) = self
+            .objects
+            .sessions
+            .get_mut(&id)
+            .and_then(|s| s.srqs.get_mut(&h))
+        {
             srq.receive_used();
         }
     }

@@ -16,6 +16,7 @@ use super::counters::DaemonCounters;
 use super::objects::DeviceCqs;
 use super::objects::Objects;
 use super::port::Port;
+use super::ready::Idle;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::Qp;
 
@@ -166,6 +167,7 @@ pub(super) fn create(
             attr,
             broken: false,
             xrcd: None,
+            idle: Idle::new(),
         },
     )?;
     Ok(Reply::with_fds(

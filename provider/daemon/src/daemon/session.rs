@@ -13,6 +13,7 @@ use rxu_abi::proto::abi::CqeBytes;
 use rxu_abi::proto::{QpAttr, QpCap, QpType};
 use rxu_abi::ring::{Consumer, Doorbell, Producer};
 
+use super::ready::Idle;
 use super::sys;
 
 /// `enum ibv_event_type` values (the shared vocabulary's).
@@ -79,6 +80,8 @@ pub struct Srq {
     pub broken: bool,
     /// An XRC SRQ: its domain and its CQ (handle).
     pub xrc: Option<SrqXrc>,
+    /// Whether its ring is parked (`rq`), and when it last had work.
+    pub idle: Idle,
 }
 
 /// An SRQ's receives keep their ring slots from when the data path takes
@@ -133,6 +136,8 @@ pub struct Qp {
     pub broken: bool,
     /// An XRC target QP: its domain.
     pub xrcd: Option<u32>,
+    /// Which of its rings are parked, and when it last had work.
+    pub idle: Idle,
 }
 
 pub struct Session {

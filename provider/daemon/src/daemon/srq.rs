@@ -12,6 +12,7 @@ use rxu_abi::proto::Response;
 use rxu_abi::ring::{Ring, RingError};
 
 use super::objects::Objects;
+use super::ready::Idle;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::{Srq, SrqXrc};
 
@@ -102,7 +103,8 @@ pub(super) fn create_in(
         _ => endpoint.create_srq(max_wr),
     };
     let h = s.new_handle();
-    s.srqs.insert(
+    objects.add_srq(
+        id,
         h,
         Srq {
             id: srq_id,
@@ -121,8 +123,9 @@ pub(super) fn create_in(
                 cq,
                 srqn: srq_id,
             }),
+            idle: Idle::new(),
         },
-    );
+    )?;
     let resp = if xrc.is_some() {
         Response::XrcSrq {
             srq: h,
@@ -302,7 +305,7 @@ pub(super) fn destroy(
     if s.srq_in_use(h) {
         return refuse(libc::EBUSY, format!("SRQ {h} still has QPs"));
     }
-    if let Some(srq) = s.srqs.remove(&h) {
+    if let Some(srq) = objects.remove_srq(id, h) {
         let _ = endpoint.destroy_srq(srq.id);
     }
     Ok(Reply::ok(Response::Ok))

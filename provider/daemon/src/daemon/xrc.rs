@@ -14,6 +14,7 @@ use rxu_abi::ring::Ring;
 use super::counters::DaemonCounters;
 use super::objects::{DeviceCqs, Objects};
 use super::port::Port;
+use super::ready::Idle;
 use super::reply::{refuse, Handled, Refused, Reply};
 use super::session::Qp;
 use super::{fdcheck, sys};
@@ -161,6 +162,7 @@ fn target(qpn: u32, xrcd: u32, user_handle: u64, sq: Ring, attr: QpAttr) -> Qp {
         attr,
         broken: false,
         xrcd: Some(xrcd),
+        idle: Idle::new(),
     }
 }
 

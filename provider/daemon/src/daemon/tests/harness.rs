@@ -43,7 +43,7 @@ pub(super) struct Client {
     pub(super) async_rd: OwnedFd,
     /// The client's own copy of the write end (as rxu-client keeps one).
     pub(super) async_wr: OwnedFd,
-    _bell: Doorbell,
+    pub(super) bell: Doorbell,
 }
 
 pub(super) fn hello(dev: &mut Device) -> Client {
@@ -73,7 +73,7 @@ pub(super) fn hello(dev: &mut Device) -> Client {
         id,
         async_rd,
         async_wr: own_wr,
-        _bell: bell,
+        bell,
     }
 }
 

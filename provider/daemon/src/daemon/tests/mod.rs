@@ -15,6 +15,7 @@ mod cq;
 mod datapath;
 mod lifecycle;
 mod mcast;
+mod parked;
 mod port;
 mod quota;
 mod share;

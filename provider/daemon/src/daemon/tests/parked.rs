@@ -1,0 +1,136 @@
+//! Rings idle for `ready::PARK_AFTER` are parked (the loop stops reading
+//! them, their sleeping flag stays up): nothing posted to them is lost.
+//! A receive posted to a parked RQ is there for the next packet; a send
+//! posted to a parked SQ is taken once the client's doorbell is seen,
+//! by the loop or before the client's next control request.
+
+use std::time::{Duration, Instant};
+
+use transport::qp::{access, send_flags};
+
+use super::spec::{RecvSpec, SendSpec};
+use crate::daemon::device::Device;
+use crate::daemon::ready::PARK_AFTER;
+use crate::verbs;
+use rxu_abi::proto::{QpType, Request, Response};
+use transport::verbs::{Sge, WrOpcode};
+
+use super::harness::*;
+
+/// Lets the watched rings of `dev` go idle and parks them.
+fn park_all(dev: &mut Device) {
+    std::thread::sleep(PARK_AFTER + Duration::from_millis(10));
+    dev.consume();
+}
+
+#[test]
+fn nothing_posted_to_a_parked_ring_is_lost() {
+    let mut tx = device(12);
+    let mut rx = device(13);
+    let ct = hello(&mut tx);
+    let cr = hello(&mut rx);
+    let src = vec![0x5au8; 64];
+    let dst = vec![0u8; 512];
+    let reg = |dev: &mut Device, id: u32, pd: u32, b: &[u8]| match ok(call(
+        dev,
+        id,
+        Request::RegMr {
+            pd,
+            addr: b.as_ptr() as u64,
+            len: b.len() as u64,
+            iova: b.as_ptr() as u64,
+            access: access::LOCAL_WRITE,
+        },
+    ))
+    .0
+    {
+        Response::Mr { lkey, .. } => lkey,
+        r => panic!("{r:?}"),
+    };
+    let tpd = alloc_pd(&mut tx, ct.id);
+    let rpd = alloc_pd(&mut rx, cr.id);
+    let skey = reg(&mut tx, ct.id, tpd, &src);
+    let dkey = reg(&mut rx, cr.id, rpd, &dst);
+    let (tcq, mut tring) = create_cq(&mut tx, ct.id, 32);
+    let (rcq, mut rring) = create_cq(&mut rx, cr.id, 32);
+    let mut a = create_qp(&mut tx, ct.id, tpd, tcq, QpType::Ud);
+    let mut b = create_qp(&mut rx, cr.id, rpd, rcq, QpType::Ud);
+    ud_to_rts(&mut tx, ct.id, a.qpn);
+    ud_to_rts(&mut rx, cr.id, b.qpn);
+    park_all(&mut tx);
+    park_all(&mut rx);
+    assert!(!tx.objects.ready.qps.contains(&(ct.id, a.qpn)));
+    assert!(!rx.objects.ready.qps.contains(&(cr.id, b.qpn)));
+    assert!(a.sq.wake_needed(), "a parked SQ's producer rings");
+    assert!(b.rq.as_ref().unwrap().wake_needed());
+    assert_eq!(rx.objects.ready.parked_recv, 1);
+
+    // A receive to the parked RQ (its doorbell not looked at).
+    let rq = b.rq.as_mut().unwrap();
+    let mut slot = vec![0u8; rq.slot_size()];
+    RecvSpec {
+        wr_id: 7,
+        sges: vec![Sge {
+            addr: dst.as_ptr() as u64,
+            length: 512,
+            lkey: dkey,
+        }],
+    }
+    .write(&mut slot);
+    assert!(rq.try_push(&slot).unwrap());
+
+    let send = |a: &mut TestQp, wr_id: u64| {
+        post_send(
+            a,
+            &SendSpec {
+                wr_id,
+                opcode: WrOpcode::SEND,
+                send_flags: send_flags::SIGNALED,
+                ud_qpn: b.qpn,
+                ud_qkey: 0x1111_1111,
+                ud_gid: verbs::gid_of(addr(13)),
+                sges: vec![Sge {
+                    addr: src.as_ptr() as u64,
+                    length: 64,
+                    lkey: skey,
+                }],
+                ..Default::default()
+            },
+        )
+    };
+    // A send to the parked SQ: not read until the doorbell is seen.
+    send(&mut a, 1);
+    for _ in 0..20 {
+        tx.pump().unwrap();
+    }
+    assert_eq!(tx.endpoint.qp(a.qpn).unwrap().counters().sent_pkts, 0);
+    // The client rang (the flag is up); a control request reads the
+    // doorbell and takes what was posted before it.
+    assert!(a.sq.notify(&ct.bell).unwrap());
+    ok(call(&mut tx, ct.id, Request::QueryDevice));
+    assert!(tx.objects.ready.qps.contains(&(ct.id, a.qpn)));
+    assert!(pump(&mut tx, |_| pop_cqe(&mut tring).is_some()));
+    // The packet finds the receive posted to the parked RQ.
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut got = None;
+    while got.is_none() && Instant::now() < end {
+        rx.pump().unwrap();
+        rx.deliver();
+        got = pop_cqe(&mut rring);
+    }
+    let e = got.expect("the receive completed");
+    assert_eq!((e.wr_id, e.status, e.byte_len), (7, 0, 40 + 64));
+    assert_eq!(rx.objects.ready.parked_recv, 0);
+    assert_eq!(rx.endpoint.qp(b.qpn).unwrap().counters().dropped_pkts, 0);
+
+    // Parked again; a send rung through the loop's doorbell path.
+    park_all(&mut tx);
+    assert!(!tx.objects.ready.qps.contains(&(ct.id, a.qpn)));
+    send(&mut a, 2);
+    assert!(a.sq.notify(&ct.bell).unwrap());
+    // What the event loop does when the doorbell fd is readable.
+    ct.bell.drain().unwrap();
+    tx.objects.ready.rang.insert(ct.id);
+    assert!(pump(&mut tx, |_| pop_cqe(&mut tring)
+        .is_some_and(|e| e.wr_id == 2)));
+}
