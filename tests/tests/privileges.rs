@@ -55,7 +55,10 @@ fn rxud_keeps_only_the_capabilities_it_uses() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         let mut wide = Vec::new();
-        for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .flatten()
+        {
             let Ok(st) = std::fs::read_to_string(t.path().join("status")) else {
                 continue;
             };

@@ -445,7 +445,7 @@ fn cq_resize_right_after_ud_sends_counts_their_completions() {
 }
 
 /// A thread resizes the CQ (64 and 256 entries, again and again) while
-/// this one polls it and another posts: every completion arrives once, in
+/// this one polls it and another posts (3000 WRITEs): every completion arrives once, in
 /// order; a resize below what is unpolled is EINVAL and changes nothing.
 #[test]
 fn cq_resize_while_polling_loses_nothing() {
@@ -454,20 +454,27 @@ fn cq_resize_while_polling_loses_nothing() {
     let ctx = d.open();
     let p = Pair::new(&ctx, QpType::Rc);
     let bb = MrBuf::new(&p.pd, 4096, ALL_ACCESS).unwrap();
-    const N: u64 = 600;
+    const N: u64 = 3000;
     let done = AtomicBool::new(false);
+    // The three start together, so the resizes meet the traffic even
+    // when the machine is loaded.
+    let start = std::sync::Barrier::new(3);
     std::thread::scope(|s| {
         let (qp, cq) = (&p.a, &p.cq_a);
         let (addr, rkey) = (bb.addr(), bb.rkey());
+        let start = &start;
         s.spawn(move || {
+            start.wait();
             for i in 0..N {
                 let wr = SendWr::write(i, &[], addr, rkey).signaled();
-                let mut tries = 0;
+                // A full SQ drains as the daemon takes it (bounded wait).
+                let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
                 loop {
                     match qp.post_send(&[wr]) {
                         Ok(()) => break,
-                        Err(e) if e.errno() == libc::ENOMEM && tries < 100_000 => {
-                            tries += 1;
+                        Err(e)
+                            if e.errno() == libc::ENOMEM && std::time::Instant::now() < give_up =>
+                        {
                             std::thread::yield_now();
                         }
                         Err(e) => panic!("{e}"),
@@ -477,6 +484,7 @@ fn cq_resize_while_polling_loses_nothing() {
         });
         let done = &done;
         let resizer = s.spawn(move || {
+            start.wait();
             let (mut ok, mut refused) = (0, 0);
             for i in 0..100_000u32 {
                 if done.load(Ordering::Relaxed) {
@@ -490,6 +498,7 @@ fn cq_resize_while_polling_loses_nothing() {
             }
             (ok, refused)
         });
+        start.wait();
         let seen: Vec<u64> = (0..N)
             .map(|_| expect_ok(&p.cq_a, WcOpcode::RdmaWrite).wr_id)
             .collect();
