@@ -7,6 +7,8 @@
 //! says it was placed: RC acknowledges after placement), READ in the
 //! initiator's buffer; the atomics return the target word's old value,
 //! which the lane predicts from its own history, and leave the new one.
+//! The bytes right before and after each landing area are guards that
+//! must come through unchanged.
 
 use std::time::Instant;
 
@@ -28,6 +30,20 @@ const WRITE_IMM: usize = 2;
 const READ: usize = 3;
 const CAS: usize = 4;
 const FADD: usize = 5;
+
+/// Bytes written just before and after a transfer's landing area and
+/// checked once it completed: a transfer placed past its bounds breaks
+/// them.
+const GUARD: usize = 16;
+const GUARD_MARK: u64 = 0x6a7d_0000_0000_0000;
+
+/// Where the guards of a landing area `off..off + len` in a buffer whose
+/// data part is `max` bytes go (the atomic word after it is not one).
+fn guard_spots(off: usize, len: usize, max: usize) -> impl Iterator<Item = usize> {
+    let before = (off >= GUARD).then(|| off - GUARD);
+    let after = (off + len + GUARD <= max).then_some(off + len);
+    before.into_iter().chain(after)
+}
 
 pub const ALL_ACCESS: u32 =
     access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC;
@@ -65,6 +81,9 @@ pub struct Lane {
     seq: u64,
     pending: Option<Pending>,
     scratch: Vec<u8>,
+    /// The checker's own test: every n-th operation gets one byte of its
+    /// landing area flipped before it is checked (0: never).
+    pub corrupt_every: u64,
 }
 
 pub type Res<T> = Result<T, String>;
@@ -90,6 +109,7 @@ impl Lane {
             seq: 0,
             pending: None,
             scratch: Vec::new(),
+            corrupt_every: 0,
         })
     }
 
@@ -134,6 +154,18 @@ impl Lane {
             posted: Instant::now(),
             next_word: self.word,
         };
+        if kind <= READ {
+            let mut g = [0u8; GUARD];
+            let buf = if kind == READ {
+                &mut self.src
+            } else {
+                &mut self.dst
+            };
+            for at in guard_spots(off, len, self.max) {
+                fill(seed ^ GUARD_MARK ^ at as u64, &mut g);
+                buf.write(at, &g).map_err(|e| e.to_string())?;
+            }
+        }
         let post = |e: PostError| format!("lane {}: post {}: {e}", self.id, KINDS[kind]);
         if p.recv {
             // The receive area is the target buffer at `off` (WRITE_IMM's
@@ -226,11 +258,26 @@ impl Lane {
             return Ok(None);
         }
         let p = self.pending.take().expect("checked above");
+        if self.corrupt_every > 0 && p.seq % self.corrupt_every == self.corrupt_every - 1 {
+            self.corrupt(&p)?;
+        }
         self.check(&p)?;
         Ok(Some(Done {
             kind: p.kind,
             bytes: p.len as u64,
         }))
+    }
+
+    /// Flips the last byte that landed (or the atomic result).
+    fn corrupt(&mut self, p: &Pending) -> Res<()> {
+        let (buf, at) = match p.kind {
+            READ => (&mut self.src, p.off + p.len - 1),
+            CAS | FADD => (&mut self.src, self.max),
+            _ => (&mut self.dst, p.off + p.len - 1),
+        };
+        let mut b = [0u8];
+        buf.read(at, &mut b).map_err(|e| e.to_string())?;
+        buf.write(at, &[!b[0]]).map_err(|e| e.to_string())
     }
 
     fn check(&mut self, p: &Pending) -> Res<()> {
@@ -254,6 +301,22 @@ impl Lane {
                 if let Some(off) = first_bad(seed, &self.scratch) {
                     return Err(where_(what, off));
                 }
+                let mut g = [0u8; GUARD];
+                for at in guard_spots(p.off, p.len, self.max) {
+                    buf.read(at, &mut g).map_err(|e| e.to_string())?;
+                    if first_bad(seed ^ GUARD_MARK ^ at as u64, &g).is_some() {
+                        return Err(format!(
+                            "VIOLATION lane {}: {} {} of {} bytes at {} changed bytes outside \
+                             it, at {at}..{}",
+                            self.id,
+                            KINDS[p.kind],
+                            p.seq,
+                            p.len,
+                            p.off,
+                            at + GUARD
+                        ));
+                    }
+                }
             }
             _ => {
                 let old = self.src.read_u64(self.max).map_err(|e| e.to_string())?;
@@ -269,5 +332,23 @@ impl Lane {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guards_sit_outside_the_landing_area_and_inside_the_buffer() {
+        let spots = |off, len| guard_spots(off, len, 100).collect::<Vec<_>>();
+        assert_eq!(spots(0, 10), [10]);
+        assert_eq!(spots(20, 10), [4, 30]);
+        assert_eq!(
+            spots(80, 10),
+            [64],
+            "no room after: the atomic word follows"
+        );
+        assert_eq!(spots(0, 100), Vec::<usize>::new());
     }
 }

@@ -1,13 +1,16 @@
 //! rxu-soak: the processes `scripts/soak` runs against live daemons.
 //!
 //! ```text
-//! rxu-soak traffic --dev-a D [--dev-b D2] [--lanes M] [--max BYTES] [--secs S] [--linger-ms MS] [--stall-ms MS]
+//! rxu-soak traffic --dev-a D [--dev-b D2] [--lanes M] [--max BYTES] [--secs S] [--linger-ms MS] [--stall-ms MS] [--corrupt-every N]
 //! rxu-soak idle --dev D --qps N [--secs S]
 //! rxu-soak ping --dev D [--secs S]
 //! ```
 //!
 //! Each runs until its stdin closes (or `--secs` pass) and prints its
 //! figures on stdout, one `WORD key=value ...` line at a time.
+//! `--corrupt-every N` tests the checker itself: one byte of every N-th
+//! operation's landing area is flipped before the check, which must then
+//! report a VIOLATION and exit 1 (scripts/soak's self-check).
 
 mod idle;
 mod lane;
@@ -23,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 const USAGE: &str = "usage: rxu-soak traffic --dev-a D [--dev-b D2] [--lanes M] [--max BYTES] \
-[--secs S] [--linger-ms MS] [--stall-ms MS] | idle --dev D --qps N [--secs S] | ping --dev D [--secs S]";
+[--secs S] [--linger-ms MS] [--stall-ms MS] [--corrupt-every N] | idle --dev D --qps N [--secs S] | ping --dev D [--secs S]";
 
 /// Set when stdin reaches its end: whoever started us wants us to stop.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -72,6 +75,7 @@ fn run(argv: &[String]) -> Result<i32, String> {
                 secs,
                 linger: Duration::from_millis(num(&kv, "linger-ms", 3000)?),
                 stall: Duration::from_millis(num(&kv, "stall-ms", 30_000)?),
+                corrupt_every: num(&kv, "corrupt-every", 0)?,
             };
             traffic::run(&o, &STOP)
         }

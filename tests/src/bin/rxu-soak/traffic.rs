@@ -26,6 +26,8 @@ pub struct Opts {
     pub linger: Duration,
     /// An operation waiting longer on live devices is a stall.
     pub stall: Duration,
+    /// Tests the checker: see [`Lane::corrupt_every`].
+    pub corrupt_every: u64,
 }
 
 struct World {
@@ -108,7 +110,9 @@ fn setup(o: &Opts, nonce: u64) -> Result<World, (i32, String)> {
     let mut lanes = Vec::with_capacity(o.lanes);
     for id in 0..o.lanes {
         let (i, t) = pair(QpType::Rc, two && id % 2 == 1, cap)?;
-        lanes.push(Lane::new(id, nonce, i, t, o.max).map_err(|e| (2, e))?);
+        let mut l = Lane::new(id, nonce, i, t, o.max).map_err(|e| (2, e))?;
+        l.corrupt_every = o.corrupt_every;
+        lanes.push(l);
     }
     let ud_cap = QpCap {
         max_recv_wr: 32,
@@ -194,10 +198,12 @@ pub fn run(o: &Opts, stop: &AtomicBool) -> i32 {
     let code = match drive(o, &mut w, &mut t, stop, nonce) {
         Ok(()) => 0,
         Err((code, e)) => {
-            say(&format!(
-                "{} {e}",
-                if code == 1 { "VIOLATION" } else { "ERROR" }
-            ));
+            // A violation's message says so itself.
+            if e.starts_with("VIOLATION") {
+                say(&e);
+            } else {
+                say(&format!("ERROR {e}"));
+            }
             code
         }
     };
