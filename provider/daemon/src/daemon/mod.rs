@@ -34,6 +34,7 @@ pub mod event_loop;
 pub mod fdcheck;
 pub mod fuse;
 pub mod handle;
+pub mod idle;
 pub mod link;
 pub mod log;
 pub mod mcast;

@@ -19,14 +19,12 @@
 //! (the SRQ a packet to an XRC target QP needs is named in the packet).
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rxu_abi::ring::Consumer;
 
+pub use super::idle::{Idle, PARK_AFTER};
 use super::session::{Qp, Session, Srq};
-
-/// How long a ring stays watched after it last had work.
-pub const PARK_AFTER: Duration = Duration::from_millis(50);
 
 /// The sets the loop walks instead of every object.
 #[derive(Default)]
@@ -44,36 +42,6 @@ pub struct Ready {
     /// Receive rings (RQs and SRQs) parked now: while there are any,
     /// every received packet's QP is looked up before it is dispatched.
     pub parked_recv: usize,
-}
-
-/// Whether one ring is parked, and since when its owner last had work.
-#[derive(Clone, Copy, Debug)]
-pub struct Idle {
-    pub sq: bool,
-    pub rq: bool,
-    pub busy_at: Instant,
-}
-
-impl Idle {
-    /// Watched (nothing parked), busy now.
-    pub fn new() -> Idle {
-        Idle {
-            sq: false,
-            rq: false,
-            busy_at: Instant::now(),
-        }
-    }
-
-    /// Idle long enough at `now` to be parked.
-    pub fn due(&self, now: Instant) -> bool {
-        now.saturating_duration_since(self.busy_at) >= PARK_AFTER
-    }
-}
-
-impl Default for Idle {
-    fn default() -> Idle {
-        Idle::new()
-    }
 }
 
 /// Raises `ring`'s sleeping flag if it is empty (true: parked). A ring

@@ -13,7 +13,7 @@ use rxu_abi::proto::abi::CqeBytes;
 use rxu_abi::proto::{QpAttr, QpCap, QpType};
 use rxu_abi::ring::{Consumer, Doorbell, Producer};
 
-use super::ready::Idle;
+use super::idle::Idle;
 use super::sys;
 
 /// `enum ibv_event_type` values (the shared vocabulary's).
