@@ -191,26 +191,10 @@ fn ud_receives_posted_before_the_burst_all_land() {
     let cr = hello(&mut rx);
     let src = vec![0x5au8; 256];
     let dst = vec![0u8; N * 512];
-    let reg = |dev: &mut Device, id: u32, pd: u32, b: &[u8]| match ok(call(
-        dev,
-        id,
-        Request::RegMr {
-            pd,
-            addr: b.as_ptr() as u64,
-            len: b.len() as u64,
-            iova: b.as_ptr() as u64,
-            access: access::LOCAL_WRITE,
-        },
-    ))
-    .0
-    {
-        Response::Mr { lkey, .. } => lkey,
-        r => panic!("{r:?}"),
-    };
     let tpd = alloc_pd(&mut tx, ct.id);
     let rpd = alloc_pd(&mut rx, cr.id);
-    let skey = reg(&mut tx, ct.id, tpd, &src);
-    let dkey = reg(&mut rx, cr.id, rpd, &dst);
+    let skey = reg_local(&mut tx, ct.id, tpd, &src);
+    let dkey = reg_local(&mut rx, cr.id, rpd, &dst);
     let (tcq, mut tring) = create_cq(&mut tx, ct.id, 32);
     let (rcq, mut rring) = create_cq(&mut rx, cr.id, 32);
     let mut a = create_qp(&mut tx, ct.id, tpd, tcq, QpType::Ud);
@@ -297,26 +281,10 @@ fn a_ud_send_posted_right_before_destroy_qp_still_leaves() {
     let cr = hello(&mut rx);
     let src = vec![0xa5u8; 64];
     let dst = vec![0u8; 512];
-    let reg = |dev: &mut Device, id: u32, pd: u32, b: &[u8]| match ok(call(
-        dev,
-        id,
-        Request::RegMr {
-            pd,
-            addr: b.as_ptr() as u64,
-            len: b.len() as u64,
-            iova: b.as_ptr() as u64,
-            access: access::LOCAL_WRITE,
-        },
-    ))
-    .0
-    {
-        Response::Mr { lkey, .. } => lkey,
-        r => panic!("{r:?}"),
-    };
     let tpd = alloc_pd(&mut tx, ct.id);
     let rpd = alloc_pd(&mut rx, cr.id);
-    let skey = reg(&mut tx, ct.id, tpd, &src);
-    let dkey = reg(&mut rx, cr.id, rpd, &dst);
+    let skey = reg_local(&mut tx, ct.id, tpd, &src);
+    let dkey = reg_local(&mut rx, cr.id, rpd, &dst);
     let (tcq, _tring) = create_cq(&mut tx, ct.id, 8);
     let (rcq, mut rring) = create_cq(&mut rx, cr.id, 8);
     let mut a = create_qp(&mut tx, ct.id, tpd, tcq, QpType::Ud);

@@ -100,6 +100,21 @@ pub(super) fn alloc_pd(dev: &mut Device, id: u32) -> u32 {
     }
 }
 
+/// Registers `b` (this process's memory) in `pd` for local writes; its lkey.
+pub(super) fn reg_local(dev: &mut Device, id: u32, pd: u32, b: &[u8]) -> u32 {
+    let req = Request::RegMr {
+        pd,
+        addr: b.as_ptr() as u64,
+        len: b.len() as u64,
+        iova: b.as_ptr() as u64,
+        access: access::LOCAL_WRITE,
+    };
+    match ok(call(dev, id, req)).0 {
+        Response::Mr { lkey, .. } => lkey,
+        r => panic!("{r:?}"),
+    }
+}
+
 pub(super) fn create_cq(dev: &mut Device, id: u32, cqe: u32) -> (u32, Consumer) {
     create_cq_with(dev, id, cqe, false)
 }

@@ -6,13 +6,13 @@
 
 use std::time::{Duration, Instant};
 
-use transport::qp::{access, send_flags};
+use transport::qp::send_flags;
 
 use super::spec::{RecvSpec, SendSpec};
 use crate::daemon::device::Device;
 use crate::daemon::ready::PARK_AFTER;
 use crate::verbs;
-use rxu_abi::proto::{QpType, Request, Response};
+use rxu_abi::proto::{QpType, Request};
 use transport::verbs::{Sge, WrOpcode};
 
 use super::harness::*;
@@ -31,26 +31,10 @@ fn nothing_posted_to_a_parked_ring_is_lost() {
     let cr = hello(&mut rx);
     let src = vec![0x5au8; 64];
     let dst = vec![0u8; 512];
-    let reg = |dev: &mut Device, id: u32, pd: u32, b: &[u8]| match ok(call(
-        dev,
-        id,
-        Request::RegMr {
-            pd,
-            addr: b.as_ptr() as u64,
-            len: b.len() as u64,
-            iova: b.as_ptr() as u64,
-            access: access::LOCAL_WRITE,
-        },
-    ))
-    .0
-    {
-        Response::Mr { lkey, .. } => lkey,
-        r => panic!("{r:?}"),
-    };
     let tpd = alloc_pd(&mut tx, ct.id);
     let rpd = alloc_pd(&mut rx, cr.id);
-    let skey = reg(&mut tx, ct.id, tpd, &src);
-    let dkey = reg(&mut rx, cr.id, rpd, &dst);
+    let skey = reg_local(&mut tx, ct.id, tpd, &src);
+    let dkey = reg_local(&mut rx, cr.id, rpd, &dst);
     let (tcq, mut tring) = create_cq(&mut tx, ct.id, 32);
     let (rcq, mut rring) = create_cq(&mut rx, cr.id, 32);
     let mut a = create_qp(&mut tx, ct.id, tpd, tcq, QpType::Ud);
