@@ -2,6 +2,7 @@
 //! too); its connection tells the peer as `cm_destroy_id` does and may
 //! linger in TimeWait without an id.
 
+use std::ops::RangeBounds;
 use std::time::Instant;
 
 use rxu_abi::proto::cm::event;
@@ -14,6 +15,7 @@ use crate::wire::{msg_ref, rej_reason, sidr_status};
 impl Cm {
     pub fn destroy(&mut self, now: Instant, id: u32) -> Result<(), CmError> {
         let i = self.ids.remove(&id).ok_or(CmError::noent(id))?;
+        self.by_owner.remove(&(i.owner, id));
         if i.holds_port {
             self.ports.remove(i.ps, i.local.port(), id);
         }
@@ -38,14 +40,10 @@ impl Cm {
         Ok(())
     }
 
-    /// Destroys every id whose owner `pred` accepts (a client went away).
-    pub fn destroy_owned(&mut self, now: Instant, pred: impl Fn(Owner) -> bool) {
-        let doomed: Vec<u32> = self
-            .ids
-            .iter()
-            .filter(|(_, i)| pred(i.owner))
-            .map(|(&n, _)| n)
-            .collect();
+    /// Destroys every id whose owner is in `owners` (a client went away);
+    /// the work is in those ids only.
+    pub fn destroy_owned(&mut self, now: Instant, owners: impl RangeBounds<Owner>) {
+        let doomed: Vec<u32> = self.ids_owned(owners).collect();
         for n in doomed {
             // An earlier destroy may have taken it (CONNECT_REQUEST orphans).
             let _ = self.destroy(now, n);

@@ -108,6 +108,7 @@ impl Cm {
 
     pub(crate) fn new_id(&mut self, id: Id) -> u32 {
         let n = self.alloc_id_number();
+        self.by_owner.insert((id.owner, n));
         self.ids.insert(n, id);
         n
     }
@@ -299,7 +300,10 @@ impl Cm {
 
     /// `rdma_migrate_id`: further events go to `owner`.
     pub fn set_owner(&mut self, id: u32, owner: Owner) -> Result<(), CmError> {
-        self.id_mut(id)?.owner = owner;
+        let i = self.id_mut(id)?;
+        let old = std::mem::replace(&mut i.owner, owner);
+        self.by_owner.remove(&(old, id));
+        self.by_owner.insert((owner, id));
         Ok(())
     }
 

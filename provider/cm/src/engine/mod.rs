@@ -126,6 +126,8 @@ pub struct Cm {
     /// High half of every TID this engine starts (the kernel's `hi_tid`).
     hi_tid: u32,
     ids: BTreeMap<u32, ids::Id>,
+    /// (owner, id) of every id: what one owner holds, without a scan.
+    by_owner: BTreeSet<(Owner, u32)>,
     next_id: u32,
     conns: BTreeMap<u32, conn::Conn>,
     /// (remote CA GUID, remote comm ID) -> local comm ID: duplicate REQs.
@@ -149,6 +151,7 @@ impl Cm {
             rng,
             hi_tid,
             ids: BTreeMap::new(),
+            by_owner: BTreeSet::new(),
             next_id: 1,
             conns: BTreeMap::new(),
             remote_ids: HashMap::new(),
@@ -178,6 +181,7 @@ impl Cm {
     /// How many ids and IB CM connections (TimeWait included) exist: for
     /// leak checks.
     pub fn object_counts(&self) -> (usize, usize) {
+        debug_assert_eq!(self.by_owner.len(), self.ids.len(), "owner index");
         (self.ids.len(), self.conns.len())
     }
 

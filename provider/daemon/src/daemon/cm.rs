@@ -8,8 +8,9 @@
 //! (session, channel), so a migrated id just changes owner and a session
 //! that closes takes all of its ids with it (peers get DREQ / REJ).
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
+use std::ops::RangeInclusive;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
@@ -22,7 +23,7 @@ use rxu_cm::engine::{Cm, CmConfig, CmTiming, MadRx, Owner};
 use transport::engine::{Endpoint, GsiSend};
 use transport::qp::Memory;
 
-use super::cm_join::Join;
+use super::cm_join::{Join, Joins};
 use super::log::{debug, warning};
 use super::port::Port;
 use super::reply::{refuse, Handled, Refused, Reply};
@@ -38,6 +39,11 @@ pub fn owner(session: u32, channel: u32) -> Owner {
 
 fn session_of(o: Owner) -> u32 {
     (o >> 32) as u32
+}
+
+/// Every owner of `session` (its channels), as a range of the owner index.
+fn owners_of(session: u32) -> RangeInclusive<Owner> {
+    owner(session, 0)..=owner(session, u32::MAX)
 }
 
 /// Events a channel keeps while its reader is behind (the kernel's ucma
@@ -77,9 +83,9 @@ enum Delivery {
 /// The CM of one device and the channels its events go to.
 pub struct CmService {
     cm: Cm,
-    channels: HashMap<Owner, Channel>,
-    /// rdma_join_multicast of the ids, in order.
-    joins: Vec<Join>,
+    channels: BTreeMap<Owner, Channel>,
+    /// rdma_join_multicast of the ids.
+    joins: Joins,
     /// Channels with queued events (flushed every pump).
     backed_up: BTreeSet<Owner>,
     /// Events written / not written (channel gone or full).
@@ -101,8 +107,8 @@ impl CmService {
         };
         CmService {
             cm: Cm::new(cfg),
-            channels: HashMap::new(),
-            joins: Vec::new(),
+            channels: BTreeMap::new(),
+            joins: Joins::default(),
             backed_up: BTreeSet::new(),
             events_sent: 0,
             events_dropped: 0,
@@ -116,9 +122,8 @@ impl CmService {
     /// The ids of `session`, for `rxu status`.
     pub fn status_of(&self, session: u32) -> Vec<CmIdStatus> {
         self.cm
-            .status()
+            .status_of(owners_of(session))
             .into_iter()
-            .filter(|s| session_of(s.owner) == session)
             .map(|s| CmIdStatus {
                 id: s.id,
                 ps: ps_name(s.ps),
@@ -131,24 +136,13 @@ impl CmService {
     }
 
     /// What `session` holds: rdma_cm ids, multicast joins and event
-    /// channel sockets (for its quota).
+    /// channel sockets (for its quota). Counted in what `session` holds
+    /// only: no request pays for other sessions' ids.
     pub fn usage(&self, session: u32) -> (u64, u64, u64) {
-        let ids = self
-            .cm
-            .owned_ids()
-            .filter(|&(o, _)| session_of(o) == session)
-            .count();
-        let joins = self
-            .joins
-            .iter()
-            .filter(|j| self.cm.owner_of(j.id).map(session_of) == Some(session))
-            .count();
-        let channels = self
-            .channels
-            .keys()
-            .filter(|&&o| session_of(o) == session)
-            .count();
-        (ids as u64, joins as u64, channels as u64)
+        let ids = self.cm.ids_owned(owners_of(session)).count();
+        let joins = self.joins.of_session(session);
+        let channels = self.channels.range(owners_of(session)).count();
+        (ids as u64, joins, channels as u64)
     }
 
     /// The device's addresses changed (ids bound to a vanished one hear
@@ -192,10 +186,9 @@ impl CmService {
             }
             CmRequest::DetachChannel { channel } => {
                 let o = owner(session, channel);
-                cm.destroy_owned(now, |x| x == o);
+                self.destroy_owned(now, o..=o);
                 self.channels.remove(&o);
                 self.backed_up.remove(&o);
-                self.forget_joins();
                 ok(CmResponse::Ok)
             }
             CmRequest::Bind {
@@ -267,7 +260,7 @@ impl CmService {
             }
             CmRequest::Destroy { id } => {
                 let r = cm.destroy(now, id);
-                self.joins.retain(|j| j.id != id);
+                self.joins.remove_id(id);
                 done(r)
             }
             CmRequest::JoinMcast {
@@ -275,18 +268,13 @@ impl CmService {
                 addr,
                 send_only,
             } => {
-                self.join(id, addr, send_only)?;
+                self.join(session, id, addr, send_only)?;
                 done(Ok(()))
             }
             CmRequest::LeaveMcast { id, addr } => {
-                let Some(i) = self
-                    .joins
-                    .iter()
-                    .position(|j| j.id == id && j.group == addr)
-                else {
+                if !self.joins.leave(id, addr) {
                     return refuse(libc::ENOENT, format!("id {id} did not join {addr}"));
-                };
-                self.joins.remove(i);
+                }
                 done(Ok(()))
             }
             CmRequest::QueryDevice
@@ -300,10 +288,25 @@ impl CmService {
     /// would (DREQ for connections, REJ for pending ones), its channels
     /// closed.
     pub fn session_closed(&mut self, now: Instant, session: u32) {
-        self.cm.destroy_owned(now, |o| session_of(o) == session);
-        self.channels.retain(|o, _| session_of(*o) != session);
-        self.backed_up.retain(|o| session_of(*o) != session);
-        self.forget_joins();
+        self.destroy_owned(now, owners_of(session));
+        let mine: Vec<Owner> = self
+            .channels
+            .range(owners_of(session))
+            .map(|(&o, _)| o)
+            .collect();
+        for o in mine {
+            self.channels.remove(&o);
+            self.backed_up.remove(&o);
+        }
+    }
+
+    /// Destroys the ids of `owners` and forgets their joins.
+    fn destroy_owned(&mut self, now: Instant, owners: RangeInclusive<Owner>) {
+        let ids: Vec<u32> = self.cm.ids_owned(owners.clone()).collect();
+        self.cm.destroy_owned(now, owners);
+        for id in ids {
+            self.joins.remove_id(id);
+        }
     }
 
     // ---------------------------------------------------------- multicast
@@ -312,9 +315,14 @@ impl CmService {
     /// joins the IP group and the id hears MULTICAST_JOIN (or _ERROR) when
     /// the daemon settles the joins after this request. RoCEv2 maps only
     /// IPv4 groups (an IPv6 group is EOPNOTSUPP, as on a kernel).
-    fn join(&mut self, id: u32, group: SocketAddr, send_only: bool) -> Result<(), Refused> {
-        let st = self.cm.status().into_iter().find(|s| s.id == id);
-        if st.is_none_or(|s| s.qp_type != QpType::Ud) {
+    fn join(
+        &mut self,
+        session: u32,
+        id: u32,
+        group: SocketAddr,
+        send_only: bool,
+    ) -> Result<(), Refused> {
+        if self.cm.qp_type_of(id) != Some(QpType::Ud) {
             return refuse(libc::EINVAL, "multicast needs a UD rdma_cm id");
         }
         match group.ip() {
@@ -324,19 +332,15 @@ impl CmService {
             }
             _ => return refuse(libc::EINVAL, format!("{group} is not a multicast group")),
         }
-        self.joins.push(Join {
-            id,
-            group,
-            send_only,
-            reported: false,
-        });
+        self.joins.add(
+            session,
+            Join {
+                id,
+                group,
+                send_only,
+            },
+        );
         Ok(())
-    }
-
-    /// Joins of ids that no longer exist are gone.
-    fn forget_joins(&mut self) {
-        let cm = &self.cm;
-        self.joins.retain(|j| cm.owner_of(j.id).is_some());
     }
 
     /// Some id joined a group.
@@ -346,33 +350,25 @@ impl CmService {
 
     /// The IPv4 groups the joins need received (send-only ones aside).
     pub fn mcast_groups(&self) -> impl Iterator<Item = std::net::Ipv4Addr> + '_ {
-        self.joins.iter().filter_map(Join::received)
+        self.joins.received_groups()
     }
 
     /// Reports the joins not reported yet: MULTICAST_JOIN with the group's
     /// address vector, or (the device could not join: `err`) MULTICAST_ERROR
     /// with `-err`, and such joins are dropped.
     pub fn settle_joins(&mut self, err: Option<i32>) {
-        let mut i = 0;
-        // Bounded: each turn reports one join or moves on.
-        while i < self.joins.len() {
-            let j = self.joins[i];
-            if j.reported {
-                i += 1;
+        for j in self.joins.take_unreported() {
+            if !self.joins.holds(&j) {
                 continue;
             }
             let Some(o) = self.cm.owner_of(j.id) else {
-                self.joins.remove(i);
+                self.joins.remove_id(j.id);
                 continue;
             };
             let rec = match err {
-                None => {
-                    self.joins[i].reported = true;
-                    i += 1;
-                    self.join_event(j)
-                }
+                None => self.join_event(j),
                 Some(e) => {
-                    self.joins.remove(i);
+                    self.joins.leave(j.id, j.group);
                     CmEventRecord {
                         id: j.id,
                         event: event::MULTICAST_ERROR,

@@ -528,11 +528,18 @@ fn dealloc_pd(objects: &mut Objects, id: u32, pd: u32) -> Handled {
     let Some(owner) = owner else {
         return refuse(libc::ENOENT, format!("no PD {pd}"));
     };
-    if objects.count(|s| usize::from(s.pd_in_use(pd))) > 0 {
+    // Only the sessions of the owner's group (one context and its
+    // imports) can have objects in it: the work is in theirs only.
+    let group = objects.session_mut(owner)?.group;
+    let in_use = objects
+        .sessions()
+        .filter(|s| s.group == group)
+        .any(|s| s.pd_in_use(pd));
+    if in_use {
         return refuse(libc::EBUSY, format!("PD {pd} still has MRs, SRQs or QPs"));
     }
     objects.session_mut(owner)?.pds.remove(&pd);
-    for s in objects.sessions_mut() {
+    for s in objects.sessions_mut().filter(|s| s.group == group) {
         s.shared_pds.remove(&pd);
     }
     Ok(Reply::ok(Response::Ok))

@@ -177,8 +177,8 @@ impl Default for Limits {
         set(Kind::Xrcds, lim(1024, 4096));
         // A connection is one id each side; a listener's backlog more.
         set(Kind::CmIds, lim(4096, 8192));
-        // The joins are scanned linearly when the device's groups are
-        // settled: a few hundred per user bound that work.
+        // An rdma_cm UD job joins a group or two per id; the device
+        // receives few IP groups whatever the count (`cm_join.rs`).
         set(Kind::McastJoins, lim(256, 1024));
         // -q 1000 needs 640k (128 + 512 a QP); a queued send WQE costs
         // the daemon a few hundred bytes, so 2^21 per uid is under 1 GiB.

@@ -98,7 +98,7 @@ fn destroy_owned_cleans_a_dead_client() {
     let mut p = Pair::new();
     let (l, a, nb) = establish(&mut p, 0x11, 0x22);
     // B's process dies: listener and connection.
-    p.b.destroy_owned(p.now, |o| o == OWNER_B);
+    p.b.destroy_owned(p.now, OWNER_B..=OWNER_B);
     p.pump();
     assert_eq!(p.events_a()[0].1.event, event::DISCONNECTED);
     assert!(p.b.status().is_empty());
