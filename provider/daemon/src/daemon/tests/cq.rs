@@ -2,7 +2,7 @@
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-use super::spec::{RecvSpec, SendSpec};
+use super::spec::SendSpec;
 use crate::daemon::device::Device;
 use crate::daemon::session::event;
 use crate::verbs::mask;
@@ -97,15 +97,8 @@ fn cq_resize_keeps_unread_entries_and_overrun_raises_cq_err() {
     let (cq1, _r1) = create_cq(&mut dev, c.id, 1);
     let mut q1 = create_qp(&mut dev, c.id, pd, cq1, QpType::Rc);
     connect_rc(&mut dev, c.id, q1.qpn, 0x55, addr(8));
-    let rq = q1.rq.as_mut().unwrap();
-    let mut slot = vec![0u8; rq.slot_size()];
     for i in 0..6 {
-        RecvSpec {
-            wr_id: 100 + i,
-            sges: vec![],
-        }
-        .write(&mut slot);
-        assert!(rq.try_push(&slot).unwrap());
+        post_recv(&mut q1, 100 + i, &[]);
     }
     dev.consume();
     let to_err = QpAttr {
@@ -228,15 +221,8 @@ fn reset_drops_the_qps_completions_from_the_backlog() {
     connect_rc(&mut dev, c.id, q1.qpn, 0x55, addr(12));
     connect_rc(&mut dev, c.id, q2.qpn, 0x56, addr(12));
     let post = |dev: &mut Device, qp: &mut TestQp, base: u64| {
-        let rq = qp.rq.as_mut().unwrap();
-        let mut slot = vec![0u8; rq.slot_size()];
         for i in 0..2 {
-            RecvSpec {
-                wr_id: base + i,
-                sges: vec![],
-            }
-            .write(&mut slot);
-            assert!(rq.try_push(&slot).unwrap());
+            post_recv(qp, base + i, &[]);
         }
         dev.consume();
     };

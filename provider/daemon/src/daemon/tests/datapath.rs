@@ -110,18 +110,7 @@ fn rc_send_and_write_loop_back() {
     let mut b = create_qp(&mut dev, c.id, pd, cq, QpType::Rc);
     connect_rc(&mut dev, c.id, a.qpn, b.qpn, addr(6));
     connect_rc(&mut dev, c.id, b.qpn, a.qpn, addr(6));
-    let rq = b.rq.as_mut().unwrap();
-    let mut slot = vec![0u8; rq.slot_size()];
-    RecvSpec {
-        wr_id: 50,
-        sges: vec![Sge {
-            addr: dst.as_ptr() as u64,
-            length: 4096,
-            lkey: dkey,
-        }],
-    }
-    .write(&mut slot);
-    assert!(rq.try_push(&slot).unwrap());
+    post_recv(&mut b, 50, &[sge_of(&dst[..4096], dkey)]);
     post_send(
         &mut a,
         &SendSpec {
@@ -231,19 +220,12 @@ fn ud_receives_posted_before_the_burst_all_land() {
     }));
     // The receives are posted now, and the receiver's loop has not yet
     // looked at its rings: the packets wait in its socket.
-    let rq = b.rq.as_mut().unwrap();
-    let mut slot = vec![0u8; rq.slot_size()];
     for i in 0..N {
-        RecvSpec {
-            wr_id: 100 + i as u64,
-            sges: vec![Sge {
-                addr: dst.as_ptr() as u64 + (i * 512) as u64,
-                length: 512,
-                lkey: dkey,
-            }],
-        }
-        .write(&mut slot);
-        assert!(rq.try_push(&slot).unwrap());
+        post_recv(
+            &mut b,
+            100 + i as u64,
+            &[sge_of(&dst[i * 512..][..512], dkey)],
+        );
     }
     let end = Instant::now() + Duration::from_secs(5);
     let mut got = Vec::new();
@@ -291,18 +273,7 @@ fn a_ud_send_posted_right_before_destroy_qp_still_leaves() {
     let mut b = create_qp(&mut rx, cr.id, rpd, rcq, QpType::Ud);
     ud_to_rts(&mut tx, ct.id, a.qpn);
     ud_to_rts(&mut rx, cr.id, b.qpn);
-    let rq = b.rq.as_mut().unwrap();
-    let mut slot = vec![0u8; rq.slot_size()];
-    RecvSpec {
-        wr_id: 9,
-        sges: vec![Sge {
-            addr: dst.as_ptr() as u64,
-            length: 512,
-            lkey: dkey,
-        }],
-    }
-    .write(&mut slot);
-    assert!(rq.try_push(&slot).unwrap());
+    post_recv(&mut b, 9, &[sge_of(&dst[..512], dkey)]);
     post_send(
         &mut a,
         &SendSpec {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use transport::qp::access;
 
-use super::spec::SendSpec;
+use super::spec::{RecvSpec, SendSpec};
 use crate::daemon::device::Device;
 use crate::daemon::reply::Reply;
 use crate::daemon::setup::{self, Config};
@@ -20,6 +20,7 @@ use rxu_abi::proto::{AhAttr, QpAttr, QpCap, QpType, Request, Response, PROTO_VER
 use rxu_abi::ring::{Consumer, Doorbell, Producer, Ring};
 use rxu_client::Wc;
 use rxu_testkit::seqpacket_pair;
+use transport::verbs::Sge;
 
 pub(super) const PORT: u16 = 24791;
 
@@ -293,6 +294,24 @@ pub(super) fn post_send(qp: &mut TestQp, s: &SendSpec) {
     let mut b = vec![0u8; qp.sq.slot_size()];
     s.write(&mut b);
     assert!(qp.sq.try_push(&b).unwrap());
+}
+
+/// One receive of `sges` on `qp`'s RQ (its slot written, not consumed).
+pub(super) fn post_recv(qp: &mut TestQp, wr_id: u64, sges: &[Sge]) {
+    let rq = qp.rq.as_mut().expect("the QP has an RQ");
+    let mut b = vec![0u8; rq.slot_size()];
+    let sges = sges.to_vec();
+    RecvSpec { wr_id, sges }.write(&mut b);
+    assert!(rq.try_push(&b).unwrap());
+}
+
+/// One SGE over all of `buf`.
+pub(super) fn sge_of(buf: &[u8], lkey: u32) -> Sge {
+    Sge {
+        addr: buf.as_ptr() as u64,
+        length: buf.len() as u32,
+        lkey,
+    }
 }
 
 /// RESET -> INIT -> RTR -> RTS for a UD QP with Q_Key 0x11111111.

@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use transport::engine::MCAST_QPN;
 use transport::qp::{access, send_flags};
 
-use super::spec::{RecvSpec, SendSpec};
+use super::spec::SendSpec;
 use crate::daemon::device::Device;
 use crate::verbs;
 use rxu_abi::proto::cm::{event, port_space, CmEventRecord, CmRequest, CmResponse, RDMA_UDP_QKEY};
@@ -52,21 +52,6 @@ fn attach(dev: &mut Device, id: u32, qp: u32, gid: [u8; 16], on: bool) -> Respon
     call(dev, id, req).resp
 }
 
-fn post_recv(qp: &mut TestQp, wr_id: u64, buf: &[u8], lkey: u32) {
-    let rq = qp.rq.as_mut().unwrap();
-    let mut slot = vec![0u8; rq.slot_size()];
-    RecvSpec {
-        wr_id,
-        sges: vec![Sge {
-            addr: buf.as_ptr() as u64,
-            length: buf.len() as u32,
-            lkey,
-        }],
-    }
-    .write(&mut slot);
-    assert!(rq.try_push(&slot).unwrap());
-}
-
 #[test]
 fn two_attached_qps_each_receive_one_send_to_the_group() {
     in_private_netns(|| {
@@ -87,7 +72,7 @@ fn two_attached_qps_each_receive_one_send_to_the_group() {
         ud_to_rts(&mut tx, ct.id, s.qpn);
         for (i, q) in qps.iter_mut().enumerate() {
             ud_to_rts(&mut rx, cr.id, q.qpn);
-            post_recv(q, i as u64, &dst[i * 256..(i + 1) * 256], dkey);
+            post_recv(q, i as u64, &[sge_of(&dst[i * 256..(i + 1) * 256], dkey)]);
             assert_eq!(attach(&mut rx, cr.id, q.qpn, mgid(), true), Response::Ok);
         }
         assert_eq!(rx.driver.groups().collect::<Vec<_>>(), [GROUP]);

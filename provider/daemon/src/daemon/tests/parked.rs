@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use transport::qp::send_flags;
 
-use super::spec::{RecvSpec, SendSpec};
+use super::spec::SendSpec;
 use crate::daemon::device::Device;
 use crate::daemon::ready::PARK_AFTER;
 use crate::verbs;
@@ -50,18 +50,7 @@ fn nothing_posted_to_a_parked_ring_is_lost() {
     assert_eq!(rx.objects.ready.parked_recv, 1);
 
     // A receive to the parked RQ (its doorbell not looked at).
-    let rq = b.rq.as_mut().unwrap();
-    let mut slot = vec![0u8; rq.slot_size()];
-    RecvSpec {
-        wr_id: 7,
-        sges: vec![Sge {
-            addr: dst.as_ptr() as u64,
-            length: 512,
-            lkey: dkey,
-        }],
-    }
-    .write(&mut slot);
-    assert!(rq.try_push(&slot).unwrap());
+    post_recv(&mut b, 7, &[sge_of(&dst[..512], dkey)]);
 
     let send = |a: &mut TestQp, wr_id: u64| {
         post_send(
