@@ -2,7 +2,8 @@
 //! client holding 16 000 idle QPs (and 4000 CQs) on a device must not
 //! slow a bystander's ping-pong on the same device, nor make the
 //! daemon's loop cost more per round trip; `rxu stats` and `rxu status`
-//! still answer with that many QPs.
+//! still answer with that many QPs; and rxud's RSS comes back once they
+//! are gone.
 //!
 //! The figures (round-trip median and p99, rxud's CPU per round trip,
 //! without and with the idle QPs) are printed; the bound asserted is
@@ -18,7 +19,7 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use rxu_client::*;
-use rxu_testkit::hostile::{round, MSG};
+use rxu_testkit::hostile::{round, rss_kib, MSG};
 use rxu_testkit::verbs::{Pair, ALL_ACCESS};
 use rxu_testkit::{serial, Daemon};
 
@@ -27,6 +28,9 @@ use rxu_testkit::{serial, Daemon};
 const IDLE_QPS: usize = 16_000;
 /// Its CQs (four QPs share each), under the per-client default.
 const IDLE_CQS: usize = 4_000;
+/// rxud's RSS after the idle QPs went, over what it was before they came
+/// (allocator caches, the stats replies' buffers).
+const RSS_SLACK_KIB: u64 = 16 * 1024;
 /// Round trips measured each time.
 const ROUNDS: u64 = 2_000;
 /// How much slower the median round trip may be with the idle QPs: runs
@@ -113,6 +117,7 @@ fn idle_qps_of_another_client_do_not_slow_a_bystander() {
     }
     let alone = measure(&d, &p, &a, &b, 1_000);
     println!("bystander alone:             {alone}");
+    let rss_alone = rss_kib(d.pid());
 
     let made = Instant::now();
     let other = d.open();
@@ -141,6 +146,7 @@ fn idle_qps_of_another_client_do_not_slow_a_bystander() {
     std::thread::sleep(Duration::from_millis(300));
     let crowded = measure(&d, &p, &a, &b, 10_000);
     println!("bystander with the idle QPs: {crowded}");
+    let rss_crowded = rss_kib(d.pid());
 
     // rxu stats / status answer (in pieces) with every QP in them.
     let t = Instant::now();
@@ -162,6 +168,20 @@ fn idle_qps_of_another_client_do_not_slow_a_bystander() {
     drop((qps, cqs, pd, other));
     let after = measure(&d, &p, &a, &b, 100_000);
     println!("bystander after they went:   {after}");
+    let rss_after = rss_kib(d.pid());
+    println!(
+        "rxud RSS: {} MiB alone, {} MiB with the idle QPs, {} MiB after they went",
+        rss_alone / 1024,
+        rss_crowded / 1024,
+        rss_after / 1024
+    );
+    // rxud gives back what it grew for them (`Device::give_back_memory`):
+    // before, 76 MiB stayed after they went (4 MiB alone, 217 with them).
+    assert!(
+        rss_after <= rss_alone + RSS_SLACK_KIB,
+        "rxud RSS {rss_after} KiB after the idle QPs went, {rss_alone} KiB before"
+    );
+    assert!(d.counter("heap_trims") >= 1);
     let bound = alone.median.mul_f64(MEDIAN_RATIO);
     assert!(
         crowded.median <= bound,

@@ -222,6 +222,17 @@ pub struct Endpoint<M: Memory> {
 }
 
 impl<M: Memory> Endpoint<M> {
+    /// Gives back the room the tables grew for QPs and SRQs now gone (a
+    /// client with thousands of them went away).
+    pub fn shrink(&mut self) {
+        self.qps.shrink_to_fit();
+        self.srqs.shrink_to_fit();
+        self.timers.shrink_to_fit();
+        self.active.shrink_to_fit();
+        self.due.shrink_to_fit();
+        self.touched_srqs.shrink_to_fit();
+    }
+
     /// An endpoint whose QPs reach `mem`; QP numbers start at `first_qpn`.
     pub fn new(first_qpn: u32, mem: M) -> Result<Endpoint<M>, EngineError> {
         if first_qpn >= QPN_SPACE {

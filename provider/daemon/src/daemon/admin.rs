@@ -232,6 +232,7 @@ pub(super) fn stats(
         counter("async_events_dropped", d.async_events_dropped),
         counter("daemon_sleeps", d.sleeps),
         counter("doorbells", d.doorbells),
+        counter("heap_trims", d.heap_trims),
         counter("recv_refills", d.recv_refills),
         counter("read_ahead_hits", endpoint.memory().read_ahead_hits()),
         counter("writes_combined", endpoint.memory().combine_counts().0),

@@ -26,4 +26,7 @@ pub struct DaemonCounters {
     /// Port state changes and GID table changes (netdev events).
     pub port_changes: u64,
     pub gid_changes: u64,
+    /// Times rxud shrank its tables and trimmed its heap after clients
+    /// destroyed many objects (`Device::give_back_memory`).
+    pub heap_trims: u64,
 }

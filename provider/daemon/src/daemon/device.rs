@@ -22,6 +22,12 @@ use super::quota::{Limits, Quota};
 use super::reply::Refused;
 use super::session::event;
 use super::share;
+use super::sys;
+
+/// How many QPs, CQs and SRQs must have gone since the peak (and at least
+/// half of them) for rxud to shrink its tables and trim the heap (a few
+/// milliseconds with a large heap, so not after every destroy).
+const TRIM_AFTER_OBJECTS: usize = 256;
 use rxu_cm::engine::CmTiming;
 
 /// Object counts across the device's tables (`Device::audit`): with no
@@ -60,6 +66,8 @@ pub struct Device {
     pub(super) shutdown: bool,
     /// Scratch space for one ring slot.
     pub(super) slot_buf: Vec<u8>,
+    /// Most QPs, CQs and SRQs held at once since the last trim.
+    peak_objects: usize,
 }
 
 impl Device {
@@ -80,7 +88,28 @@ impl Device {
             counters: DaemonCounters::default(),
             shutdown: false,
             slot_buf: vec![0u8; rxu_abi::ring::layout::MAX_SLOT_SIZE as usize],
+            peak_objects: 0,
         })
+    }
+
+    /// Before the loop sleeps: once clients destroyed many objects (one by
+    /// one, or by going), rxud gives back what it grew for them, the
+    /// tables' room and the allocator's free pages, so its RSS follows
+    /// what is held now rather than the largest client it ever served.
+    pub(super) fn give_back_memory(&mut self) {
+        let live = self.objects.live_objects();
+        if live >= self.peak_objects {
+            self.peak_objects = live;
+            return;
+        }
+        let gone = self.peak_objects - live;
+        if gone >= TRIM_AFTER_OBJECTS && live <= self.peak_objects / 2 {
+            self.objects.shrink();
+            self.endpoint.shrink();
+            sys::trim_heap();
+            self.counters.heap_trims += 1;
+            self.peak_objects = live;
+        }
     }
 
     /// Replaces the CM (before any client came) with one using `timing`.

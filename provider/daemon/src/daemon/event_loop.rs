@@ -213,6 +213,7 @@ impl Daemon {
         if !self.dev.prepare_sleep() {
             return Ok(());
         }
+        self.dev.give_back_memory();
         let now = Instant::now();
         let deadline = match (self.dev.endpoint.poll_timeout(), self.dev.cm.poll_timeout()) {
             (Some(a), Some(b)) => Some(a.min(b)),

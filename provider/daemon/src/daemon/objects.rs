@@ -129,6 +129,18 @@ impl Objects {
         Some(s)
     }
 
+    /// QPs, CQs and SRQs held by all sessions (O(1)).
+    pub(super) fn live_objects(&self) -> usize {
+        self.qp_owner.len() + self.cq_owner.len() + self.srq_owner.len()
+    }
+
+    /// Gives back the room the owner maps grew for objects now gone.
+    pub(super) fn shrink(&mut self) {
+        self.qp_owner.shrink_to_fit();
+        self.cq_owner.shrink_to_fit();
+        self.srq_owner.shrink_to_fit();
+    }
+
     pub fn session(&self, id: u32) -> Option<&Session> {
         self.sessions.get(&id)
     }

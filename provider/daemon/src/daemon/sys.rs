@@ -442,3 +442,15 @@ pub fn raise_nofile_limit() {
         }
     }
 }
+
+/// Gives the allocator's free memory back to the kernel: glibc keeps
+/// freed chunks in its arenas, so after a client with thousands of QPs
+/// goes rxud's RSS would stay at that client's peak.
+pub fn trim_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only walks and releases the allocator's own
+    // free lists; it takes no pointers of ours.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
