@@ -596,6 +596,7 @@ impl Device {
             self.driver.has_v6_side(),
         );
         let Some(Parts { s, cq_owner, ready }) = self.objects.parts(id) else {
+            self.objects.ready.forget_session(id);
             return 0;
         };
         let qpns: Vec<u32> = ready

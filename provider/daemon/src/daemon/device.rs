@@ -23,12 +23,12 @@ use super::reply::Refused;
 use super::session::event;
 use super::share;
 use super::sys;
+use rxu_cm::engine::CmTiming;
 
 /// How many QPs, CQs and SRQs must have gone since the peak (and at least
 /// half of them) for rxud to shrink its tables and trim the heap (a few
 /// milliseconds with a large heap, so not after every destroy).
 const TRIM_AFTER_OBJECTS: usize = 256;
-use rxu_cm::engine::CmTiming;
 
 /// Object counts across the device's tables (`Device::audit`): with no
 /// session left, every one is 0.
@@ -44,6 +44,12 @@ pub struct Audit {
     pub endpoint_srqs: usize,
     pub memory_clients: usize,
     pub memory_regions: usize,
+    /// Entries of the loop's watched and dirty sets (`ready.rs`).
+    pub watched_qps: usize,
+    pub watched_srqs: usize,
+    pub dirty_cqs: usize,
+    /// rdma_cm ids (connections in TimeWait may outlive them).
+    pub cm_ids: usize,
 }
 
 /// The parts are the daemon module's to borrow apart (a request handler
@@ -173,6 +179,10 @@ impl Device {
             endpoint_srqs,
             memory_clients: self.endpoint.memory().client_count(),
             memory_regions: m.mrs as usize,
+            watched_qps: self.objects.ready.qps.len(),
+            watched_srqs: self.objects.ready.srqs.len(),
+            dirty_cqs: self.objects.ready.cqs.len(),
+            cm_ids: self.cm.engine().object_counts().0,
         }
     }
 

@@ -120,6 +120,7 @@ impl Objects {
         for qp in s.qps.values() {
             self.ready.unparked_qp(qp);
         }
+        self.ready.forget_session(id);
         for &qpn in s.qps.keys() {
             if !self.hand_on_qp(qpn) {
                 self.retire_qp(endpoint, counters, qpn);

@@ -59,6 +59,22 @@ pub fn has_work(ring: &Consumer) -> bool {
 }
 
 impl Ready {
+    /// Session `sid` is gone: none of its rings is watched any more (the
+    /// loop would otherwise keep visiting its entries, and they would
+    /// pile up with every client that exits holding QPs).
+    pub fn forget_session(&mut self, sid: u32) {
+        let of = |set: &BTreeSet<(u32, u32)>| -> Vec<(u32, u32)> {
+            set.range((sid, 0)..=(sid, u32::MAX)).copied().collect()
+        };
+        for k in of(&self.qps) {
+            self.qps.remove(&k);
+        }
+        for k in of(&self.srqs) {
+            self.srqs.remove(&k);
+        }
+        self.rang.remove(&sid);
+    }
+
     /// QP `qp` is gone: its parked receive ring no longer counts.
     pub fn unparked_qp(&mut self, qp: &Qp) {
         if qp.idle.rq {
