@@ -257,22 +257,19 @@ fn ud_receives_posted_before_the_burst_all_land() {
 /// its last message to nobody, forever.
 #[test]
 fn a_ud_send_posted_right_before_destroy_qp_still_leaves() {
-    let mut tx = device(10);
-    let mut rx = device(11);
-    let ct = hello(&mut tx);
-    let cr = hello(&mut rx);
-    let src = vec![0xa5u8; 64];
-    let dst = vec![0u8; 512];
-    let tpd = alloc_pd(&mut tx, ct.id);
-    let rpd = alloc_pd(&mut rx, cr.id);
-    let skey = reg_local(&mut tx, ct.id, tpd, &src);
-    let dkey = reg_local(&mut rx, cr.id, rpd, &dst);
-    let (tcq, _tring) = create_cq(&mut tx, ct.id, 8);
-    let (rcq, mut rring) = create_cq(&mut rx, cr.id, 8);
-    let mut a = create_qp(&mut tx, ct.id, tpd, tcq, QpType::Ud);
-    let mut b = create_qp(&mut rx, cr.id, rpd, rcq, QpType::Ud);
-    ud_to_rts(&mut tx, ct.id, a.qpn);
-    ud_to_rts(&mut rx, cr.id, b.qpn);
+    let UdLink {
+        mut tx,
+        mut rx,
+        ct,
+        src,
+        dst,
+        skey,
+        dkey,
+        mut rring,
+        mut a,
+        mut b,
+        ..
+    } = ud_link(10, 0xa5, 8);
     post_recv(&mut b, 9, &[sge_of(&dst[..512], dkey)]);
     post_send(
         &mut a,

@@ -305,6 +305,58 @@ pub(super) fn post_recv(qp: &mut TestQp, wr_id: u64, sges: &[Sge]) {
     assert!(rq.try_push(&b).unwrap());
 }
 
+/// Two devices (`device(n)` and `device(n + 1)`), a client on each, and a
+/// UD QP of each in RTS: `a` on `tx` sends from `src` (64 bytes of
+/// `fill`), `b` on `rx` receives into `dst` (512 bytes); each has a CQ of
+/// `cqe` entries.
+pub(super) struct UdLink {
+    pub(super) tx: Device,
+    pub(super) rx: Device,
+    pub(super) ct: Client,
+    pub(super) cr: Client,
+    pub(super) src: Vec<u8>,
+    pub(super) dst: Vec<u8>,
+    pub(super) skey: u32,
+    pub(super) dkey: u32,
+    pub(super) tring: Consumer,
+    pub(super) rring: Consumer,
+    pub(super) a: TestQp,
+    pub(super) b: TestQp,
+}
+
+pub(super) fn ud_link(n: u8, fill: u8, cqe: u32) -> UdLink {
+    let mut tx = device(n);
+    let mut rx = device(n + 1);
+    let ct = hello(&mut tx);
+    let cr = hello(&mut rx);
+    let src = vec![fill; 64];
+    let dst = vec![0u8; 512];
+    let tpd = alloc_pd(&mut tx, ct.id);
+    let rpd = alloc_pd(&mut rx, cr.id);
+    let skey = reg_local(&mut tx, ct.id, tpd, &src);
+    let dkey = reg_local(&mut rx, cr.id, rpd, &dst);
+    let (tcq, tring) = create_cq(&mut tx, ct.id, cqe);
+    let (rcq, rring) = create_cq(&mut rx, cr.id, cqe);
+    let a = create_qp(&mut tx, ct.id, tpd, tcq, QpType::Ud);
+    let b = create_qp(&mut rx, cr.id, rpd, rcq, QpType::Ud);
+    ud_to_rts(&mut tx, ct.id, a.qpn);
+    ud_to_rts(&mut rx, cr.id, b.qpn);
+    UdLink {
+        tx,
+        rx,
+        ct,
+        cr,
+        src,
+        dst,
+        skey,
+        dkey,
+        tring,
+        rring,
+        a,
+        b,
+    }
+}
+
 /// One SGE over all of `buf`.
 pub(super) fn sge_of(buf: &[u8], lkey: u32) -> Sge {
     Sge {

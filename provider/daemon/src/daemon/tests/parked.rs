@@ -25,22 +25,20 @@ fn park_all(dev: &mut Device) {
 
 #[test]
 fn nothing_posted_to_a_parked_ring_is_lost() {
-    let mut tx = device(12);
-    let mut rx = device(13);
-    let ct = hello(&mut tx);
-    let cr = hello(&mut rx);
-    let src = vec![0x5au8; 64];
-    let dst = vec![0u8; 512];
-    let tpd = alloc_pd(&mut tx, ct.id);
-    let rpd = alloc_pd(&mut rx, cr.id);
-    let skey = reg_local(&mut tx, ct.id, tpd, &src);
-    let dkey = reg_local(&mut rx, cr.id, rpd, &dst);
-    let (tcq, mut tring) = create_cq(&mut tx, ct.id, 32);
-    let (rcq, mut rring) = create_cq(&mut rx, cr.id, 32);
-    let mut a = create_qp(&mut tx, ct.id, tpd, tcq, QpType::Ud);
-    let mut b = create_qp(&mut rx, cr.id, rpd, rcq, QpType::Ud);
-    ud_to_rts(&mut tx, ct.id, a.qpn);
-    ud_to_rts(&mut rx, cr.id, b.qpn);
+    let UdLink {
+        mut tx,
+        mut rx,
+        ct,
+        cr,
+        src,
+        dst,
+        skey,
+        dkey,
+        mut tring,
+        mut rring,
+        mut a,
+        mut b,
+    } = ud_link(12, 0x5a, 32);
     park_all(&mut tx);
     park_all(&mut rx);
     assert!(!tx.objects.ready.qps.contains(&(ct.id, a.qpn)));
